@@ -1,0 +1,3 @@
+from mt.cli import main
+
+main()

@@ -1,0 +1,262 @@
+"""Typed configuration loaded from YAML; the only place a default is defined.
+
+A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`.
+`--set section.key=value` overrides are parsed with YAML and checked against the field's type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from mt.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    train_src: str | None = None  # line-aligned text files ...
+    train_tgt: str | None = None
+    dev_src: str | None = None
+    dev_tgt: str | None = None
+    dataset: str | None = None  # ... or a `datasets` name / `save_to_disk` folder
+    dataset_config: str | None = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    train_split: str = "train"
+    dev_split: str = "validation"
+    max_len: int = 256  # subword tokens per side; longer training pairs are skipped and counted
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    type: str = "bpe"  # bpe | unigram
+    vocab_size: int = 8000
+    joint: bool = True  # one sentencepiece model for both sides, as the paper's shared BPE
+    max_sentences: int = 2_000_000  # sentences sampled to train sentencepiece
+    character_coverage: float = 1.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    n_layers: int = 6
+    dropout: float = 0.1  # residual and embedding dropout (section 5.4)
+    attention_dropout: float = 0.0  # not in the paper; tensor2tensor v1 uses 0
+    activation_dropout: float = 0.0  # not in the paper; tensor2tensor v1 uses 0
+    norm: str = "post"  # post (the paper) | pre
+    share_embeddings: bool = True
+    max_positions: int = 1024
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = 100_000
+    batch_tokens: int = 4096
+    accum_steps: int = 1
+    warmup_steps: int = 4000
+    lr_scale: float = 1.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0  # 0 disables gradient clipping
+    log_every: int = 100
+    eval_every: int = 1000
+    save_every: int = 1000
+    keep_last: int = 5
+    max_bad_steps: int = 10  # consecutive non-finite losses before training stops
+    seed: int = 1
+    device: str = "auto"  # auto | cpu | cuda
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam_size: int = 4  # section 6.1
+    alpha: float = 0.6  # GNMT length penalty exponent, section 6.1
+    max_len_a: float = 1.0  # maximum output length = a * source length + b
+    max_len_b: int = 50
+    batch_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class Config:
+    output_dir: str = "runs/default"
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+_SECTION_CLASSES = {
+    "data": DataConfig,
+    "tokenizer": TokenizerConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "decode": DecodeConfig,
+}
+_CHOICES = {
+    ("tokenizer", "type"): ("bpe", "unigram"),
+    ("model", "norm"): ("post", "pre"),
+    ("train", "device"): ("auto", "cpu", "cuda"),
+    ("train", "precision"): ("fp32", "bf16", "fp16"),
+}
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
+    """Read a YAML file (or start from defaults when `path` is None) and apply `section.key=value` overrides."""
+    raw = _read_yaml(Path(path)) if path is not None else {}
+    for item in overrides:
+        _apply_override(raw, item)
+    return config_from_dict(raw, source=str(path) if path else "config")
+
+
+def config_from_dict(raw: dict, source: str = "config") -> Config:
+    """Build and validate a Config from nested plain values; errors name the key and `source`."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping with sections {sorted(_SECTION_CLASSES)}")
+    allowed = ["output_dir", *_SECTION_CLASSES]
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"{source}: unknown key '{key}' (allowed: {', '.join(allowed)})")
+    sections = {}
+    for name, cls in _SECTION_CLASSES.items():
+        values = raw.get(name) or {}
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: '{name}' must be a mapping of keys to values")
+        sections[name] = _build_section(cls, name, values, source)
+    output_dir = _coerce(raw.get("output_dir", Config.output_dir), str, "output_dir", source)
+    cfg = Config(output_dir=output_dir, **sections)
+    _validate(cfg, source)
+    return cfg
+
+
+def config_to_dict(cfg: Config) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    from mt.checkpoint import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read config: {e}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}:{where}: malformed YAML: {problem}") from None
+    return raw if raw is not None else {}
+
+
+def _apply_override(raw: dict, item: str) -> None:
+    key, sep, text = item.partition("=")
+    if not sep:
+        raise ConfigError(f"--set {item}: expected section.key=value")
+    try:
+        value = yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        value = text
+    parts = key.strip().split(".")
+    if len(parts) == 1 and parts[0] == "output_dir":
+        raw["output_dir"] = str(value)
+        return
+    if len(parts) != 2:
+        raise ConfigError(f"--set {item}: expected section.key=value")
+    section, name = parts
+    if section not in _SECTION_CLASSES:
+        raise ConfigError(f"--set {key}: unknown section '{section}' (allowed: {', '.join(_SECTION_CLASSES)})")
+    if not isinstance(raw.get(section), dict):
+        raw[section] = {}
+    raw[section][name] = value
+
+
+def _build_section(cls, section: str, values: dict, source: str):
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for name, value in values.items():
+        if name not in known:
+            raise ConfigError(f"{source}: unknown key '{section}.{name}' (allowed: {', '.join(known)})")
+        kwargs[name] = _coerce(value, hints[name], f"{section}.{name}", source)
+    return cls(**kwargs)
+
+
+def _coerce(value, annotation, key: str, source: str):
+    """Check `value` against a field annotation (int, float, str, bool, or `X | None`)."""
+    allowed = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    if value is None and type(None) in allowed:
+        return None
+    for kind in allowed:
+        if kind is bool and isinstance(value, bool):
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    names = " or ".join("null" if k is type(None) else k.__name__ for k in allowed)
+    raise ConfigError(f"{source}: {key} must be {names}, got {value!r}")
+
+
+def _validate(cfg: Config, source: str) -> None:
+    def fail(key: str, why: str):
+        raise ConfigError(f"{source}: {key} {why}")
+
+    for (section, name), choices in _CHOICES.items():
+        value = getattr(getattr(cfg, section), name)
+        if value not in choices:
+            fail(f"{section}.{name}", f"must be one of {', '.join(choices)}, got {value!r}")
+    m, t, d, k = cfg.model, cfg.train, cfg.decode, cfg.tokenizer
+    for key, value in [("model.d_model", m.d_model), ("model.d_ff", m.d_ff), ("model.n_heads", m.n_heads),
+                       ("model.n_layers", m.n_layers), ("model.max_positions", m.max_positions),
+                       ("train.max_steps", t.max_steps), ("train.batch_tokens", t.batch_tokens),
+                       ("train.accum_steps", t.accum_steps), ("train.warmup_steps", t.warmup_steps),
+                       ("train.log_every", t.log_every), ("train.eval_every", t.eval_every),
+                       ("train.save_every", t.save_every), ("train.max_bad_steps", t.max_bad_steps),
+                       ("decode.beam_size", d.beam_size), ("decode.batch_tokens", d.batch_tokens),
+                       ("tokenizer.max_sentences", k.max_sentences),
+                       ("data.max_len", cfg.data.max_len)]:
+        if value < 1:
+            fail(key, f"must be at least 1, got {value}")
+    if m.d_model % m.n_heads:
+        fail("model.d_model", f"({m.d_model}) must be divisible by model.n_heads ({m.n_heads})")
+    if m.d_model % 2:
+        fail("model.d_model", f"must be even for sinusoidal positions, got {m.d_model}")
+    for key, value in [("model.dropout", m.dropout), ("model.attention_dropout", m.attention_dropout),
+                       ("model.activation_dropout", m.activation_dropout),
+                       ("train.label_smoothing", t.label_smoothing)]:
+        if not 0.0 <= value < 1.0:
+            fail(key, f"must be in [0, 1), got {value}")
+    for key, value in [("train.lr_scale", t.lr_scale), ("train.adam_eps", t.adam_eps)]:
+        if value <= 0:
+            fail(key, f"must be positive, got {value}")
+    for key, value in [("train.adam_beta1", t.adam_beta1), ("train.adam_beta2", t.adam_beta2)]:
+        if not 0.0 <= value < 1.0:
+            fail(key, f"must be in [0, 1), got {value}")
+    if t.clip_norm < 0 or t.keep_last < 0:
+        fail("train.clip_norm" if t.clip_norm < 0 else "train.keep_last", "must not be negative")
+    if d.alpha < 0 or d.max_len_a < 0 or d.max_len_b < 0:
+        fail("decode", "alpha, max_len_a and max_len_b must not be negative")
+    if k.vocab_size < 8:
+        fail("tokenizer.vocab_size", f"must be at least 8, got {k.vocab_size}")
+    if not 0.0 < k.character_coverage <= 1.0:
+        fail("tokenizer.character_coverage", f"must be in (0, 1], got {k.character_coverage}")

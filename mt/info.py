@@ -1,0 +1,46 @@
+"""`mt info`: architecture summary and exact parameter count of a config or a checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt.checkpoint import load_checkpoint
+from mt.config import Config, config_from_dict, load_config
+from mt.data import data_dir
+from mt.model import build_model, count_parameters
+from mt.tokenizer import Tokenizer
+
+
+def _vocab_sizes(path: Path, overrides: list[str]) -> tuple[Config, int, int, str]:
+    if path.suffix == ".pt":
+        ckpt = load_checkpoint(path)
+        cfg = config_from_dict(ckpt["config"], source=str(path))
+        src, tgt = (len(Tokenizer.from_tensor(ckpt[k])) for k in ("src_tokenizer", "tgt_tokenizer"))
+        return cfg, src, tgt, "trained tokenizer"
+    cfg = load_config(path, overrides)
+    prepared = data_dir(cfg) / "corpus.pt"
+    if prepared.exists():
+        from mt.data import load_prepared
+
+        data = load_prepared(cfg)
+        return cfg, len(data.src_tokenizer), len(data.tgt_tokenizer), f"trained tokenizer in {prepared.parent}"
+    size = cfg.tokenizer.vocab_size
+    return cfg, size, size, "tokenizer.vocab_size (no trained tokenizer yet)"
+
+
+def describe(path: Path, overrides: list[str]) -> str:
+    cfg, src_vocab, tgt_vocab, vocab_from = _vocab_sizes(Path(path), overrides)
+    model = build_model(cfg.model, src_vocab, tgt_vocab, cfg.tokenizer.joint)
+    m = cfg.model
+    shared = "all three" if model.src_embed.tokens is model.tgt_embed.tokens and model.output is None else (
+        "target and output" if model.output is None else "none")
+    lines = [
+        f"Transformer encoder-decoder ({m.norm}-LN)",
+        f"layers: {m.n_layers} encoder + {m.n_layers} decoder",
+        f"d_model: {m.d_model}  d_ff: {m.d_ff}  heads: {m.n_heads} (d_k = {m.d_model // m.n_heads})",
+        f"dropout: {m.dropout}  attention dropout: {m.attention_dropout}  activation dropout: {m.activation_dropout}",
+        f"vocabulary: source {src_vocab}, target {tgt_vocab} (from {vocab_from})",
+        f"tied embeddings: {shared}",
+        f"parameters: {count_parameters(model)}",
+    ]
+    return "\n".join(lines)

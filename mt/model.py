@@ -1,0 +1,237 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), section 3.
+
+Shapes: B batch, S source length, T target length, D d_model, H heads, V vocabulary.
+Masks follow mt/masks.py: boolean, True = may attend.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mt.config import ModelConfig
+from mt.tokenizer import PAD
+
+
+def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:
+    """(n_positions, D): PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)) (3.5)."""
+    position = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table.float()
+
+
+class Embedding(nn.Module):
+    """Token embedding scaled by sqrt(d_model) (3.4) plus sinusoidal positions (3.5), then dropout (5.4)."""
+
+    def __init__(self, tokens: nn.Embedding, positions: torch.Tensor, dropout: float):
+        super().__init__()
+        self.tokens = tokens
+        self.register_buffer("positions", positions, persistent=False)
+        self.scale = math.sqrt(tokens.embedding_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """(B, L) ids -> (B, L, D); `offset` is the position of the first id (incremental decoding)."""
+        pos = self.positions[offset:offset + ids.size(1)]
+        return self.dropout(self.tokens(ids) * self.scale + pos)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention (3.2.2) through torch's fused kernel."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.n_heads, self.d_head, self.dropout = n_heads, d_model // n_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) -> (B, H, L, D/H)."""
+        return x.view(x.size(0), x.size(1), self.n_heads, self.d_head).transpose(1, 2)
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, D) -> keys and values, each (B, H, L, D/H)."""
+        return self._split(self.k_proj(x)), self._split(self.v_proj(x))
+
+    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
+        """query (B, Lq, D), k/v (B, H, Lk, D/H), mask (B, 1, Lq|1, Lk) or None -> (B, Lq, D)."""
+        q = self._split(self.q_proj(query))
+        dropout = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return self.out_proj(out.transpose(1, 2).reshape(query.shape))
+
+    def forward(self, query, key_value, mask):
+        return self.attend(query, *self.project_kv(key_value), mask)
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (3.3)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        super().__init__()
+        self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.w2(self.dropout(F.relu(self.w1(x))))
+
+
+class Residual(nn.Module):
+    """LayerNorm(x + Dropout(sublayer(x))) (3.1, 5.4); pre-LN (x + Dropout(sublayer(LayerNorm(x)))) departs
+    from the paper for stability of deep or high-lr runs."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+
+    def forward(self, x, sublayer):
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.attn_block, self.ffn_block = (Residual(cfg.d_model, cfg.dropout, pre) for _ in range(2))
+
+    def forward(self, x, src_mask):
+        x = self.attn_block(x, lambda h: self.self_attn(h, h, src_mask))
+        return self.ffn_block(x, self.ffn)
+
+
+@dataclass
+class DecoderCache:
+    """Per-layer keys/values for incremental decoding, each (B, H, L, D/H).
+
+    Self-attention entries grow by one position per step; cross-attention entries are computed once.
+    """
+
+    self_kv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
+    cross_kv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, n_layers: int) -> DecoderCache:
+        return cls([None] * n_layers, [None] * n_layers)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.self_kv[0] is None else self.self_kv[0][0].size(2)
+
+    def select(self, index: torch.Tensor, cross_index: torch.Tensor | None = None) -> DecoderCache:
+        """Keep self-attention rows `index` (reordered beams) and cross-attention rows `cross_index`
+        (None keeps them all: beams of one sentence share the source, so reordering them changes nothing)."""
+        def pick(kv, rows):
+            return None if kv is None or rows is None else (kv[0].index_select(0, rows), kv[1].index_select(0, rows))
+        cross = self.cross_kv if cross_index is None else [pick(kv, cross_index) for kv in self.cross_kv]
+        return DecoderCache([pick(kv, index) for kv in self.self_kv], cross)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.self_block, self.cross_block, self.ffn_block = (Residual(cfg.d_model, cfg.dropout, pre) for _ in range(3))
+
+    def forward(self, x, memory, src_mask, tgt_mask, cache: DecoderCache | None = None, layer: int = 0):
+        x = self.self_block(x, lambda h: self._self_attention(h, tgt_mask, cache, layer))
+        x = self.cross_block(x, lambda h: self._cross_attention(h, memory, src_mask, cache, layer))
+        return self.ffn_block(x, self.ffn)
+
+    def _self_attention(self, h, tgt_mask, cache, layer):
+        k, v = self.self_attn.project_kv(h)
+        if cache is not None:
+            if cache.self_kv[layer] is not None:
+                k = torch.cat([cache.self_kv[layer][0], k], dim=2)
+                v = torch.cat([cache.self_kv[layer][1], v], dim=2)
+            cache.self_kv[layer] = (k, v)
+        return self.self_attn.attend(h, k, v, tgt_mask)
+
+    def _cross_attention(self, h, memory, src_mask, cache, layer):
+        if cache is not None and cache.cross_kv[layer] is not None:
+            k, v = cache.cross_kv[layer]
+        else:
+            k, v = self.cross_attn.project_kv(memory)
+            if cache is not None:
+                cache.cross_kv[layer] = (k, v)
+        return self.cross_attn.attend(h, k, v, src_mask)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer. `encode` and `decode` are separate so search can reuse the memory."""
+
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool):
+        super().__init__()
+        self.cfg = cfg
+        positions = sinusoidal_positions(cfg.max_positions, cfg.d_model)
+        tgt_tokens = nn.Embedding(tgt_vocab, cfg.d_model, padding_idx=PAD)
+        # Section 3.4: one matrix for both embeddings and the pre-softmax projection (needs a joint vocabulary).
+        share_src = cfg.share_embeddings and joint_vocab and src_vocab == tgt_vocab
+        src_tokens = tgt_tokens if share_src else nn.Embedding(src_vocab, cfg.d_model, padding_idx=PAD)
+        self.src_embed = Embedding(src_tokens, positions, cfg.dropout)
+        self.tgt_embed = Embedding(tgt_tokens, positions, cfg.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        # Pre-LN needs a final norm on each stack; post-LN outputs are already normalized.
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.output = None if cfg.share_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
+        self._init_parameters()
+
+    def _init_parameters(self):
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "tokens" not in name:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(p)
+        for emb in {id(m): m for m in (self.src_embed.tokens, self.tgt_embed.tokens)}.values():
+            # N(0, D^-0.5): after the sqrt(D) scaling the embeddings have unit variance, like the positions.
+            nn.init.normal_(emb.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+            with torch.no_grad():
+                emb.weight[PAD].zero_()
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """src (B, S), src_mask (B, 1, 1, S) -> memory (B, S, D)."""
+        x = self.src_embed(src)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x)
+
+    def decode(self, memory, src_mask, tgt_in, tgt_mask, cache: DecoderCache | None = None) -> torch.Tensor:
+        """memory (B, S, D), tgt_in (B, T), tgt_mask (B, 1, T, T) or None -> logits (B, T, V).
+
+        With a cache, `tgt_in` holds only the new positions; the cache supplies the earlier ones.
+        """
+        x = self.tgt_embed(tgt_in, offset=cache.length if cache is not None else 0)
+        for i, layer in enumerate(self.decoder_layers):
+            x = layer(x, memory, src_mask, tgt_mask, cache, i)
+        x = self.decoder_norm(x)
+        weight = self.tgt_embed.tokens.weight if self.output is None else self.output.weight
+        return F.linear(x, weight)
+
+    def forward(self, src, src_mask, tgt_in, tgt_mask):
+        return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> Transformer:
+    return Transformer(cfg, src_vocab, tgt_vocab, joint_vocab)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct parameters (a tied matrix counts once)."""
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,82 @@
+"""Where training runs: device, precision, and the torch.distributed process group under `torchrun`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from mt.config import TrainConfig
+from mt.errors import ConfigError
+
+
+@dataclass
+class Runtime:
+    device: torch.device
+    rank: int = 0
+    world: int = 1
+    autocast_dtype: torch.dtype | None = None  # None: plain fp32
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum over all processes (identity when alone)."""
+        if not self.distributed:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device is cuda but no CUDA device is available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def setup_runtime(cfg: TrainConfig, log=print) -> Runtime:
+    """Single process, or one rank of a `torchrun` job (WORLD_SIZE/RANK/LOCAL_RANK in the environment)."""
+    device = pick_device(cfg.device)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.precision]
+    if dtype is not None and device.type != "cuda":
+        log(f"warning: train.precision {cfg.precision} needs CUDA; training in fp32 on {device.type}")
+        dtype = None
+    return Runtime(device, rank, world, dtype)
+
+
+def teardown_runtime(rt: Runtime) -> None:
+    if rt.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def is_terminal() -> bool:
+    return sys.stderr.isatty()

@@ -1,0 +1,60 @@
+"""Sentencepiece training and use, with fixed ids for the special symbols."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+
+import sentencepiece as spm
+import torch
+
+from mt.config import TokenizerConfig
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """One sentencepiece model: text <-> ids. Ids exclude BOS/EOS; callers add them."""
+
+    def __init__(self, model_proto: bytes):
+        self.model_proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        return self.sp.encode(list(lines), out_type=int)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.sp.decode([i for i in ids if i > EOS])
+
+    def to_tensor(self) -> torch.Tensor:
+        """The model as a uint8 tensor, so checkpoints hold only tensors (safe `weights_only` loading)."""
+        return torch.frombuffer(bytearray(self.model_proto), dtype=torch.uint8)
+
+    @classmethod
+    def from_tensor(cls, data: torch.Tensor) -> Tokenizer:
+        return cls(bytes(data.numpy().tobytes()))
+
+
+def train_tokenizer(sentences: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
+    """Train a sentencepiece model on `sentences` (sampled down to `cfg.max_sentences`)."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        model_type=cfg.type,
+        vocab_size=cfg.vocab_size,
+        hard_vocab_limit=False,  # a small corpus gets a smaller vocabulary instead of an error
+        character_coverage=cfg.character_coverage,
+        input_sentence_size=cfg.max_sentences,
+        shuffle_input_sentence=True,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        num_threads=2,
+        minloglevel=2,
+    )
+    return Tokenizer(model.getvalue())

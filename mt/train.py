@@ -1,0 +1,331 @@
+"""The training loop: train(cfg) -> path of the last checkpoint. Read it top to bottom."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from mt.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, step_checkpoints
+from mt.config import Config, config_to_dict, save_config
+from mt.data import BatchStream, Corpus, PreparedData, collate, load_prepared, padding_fraction, prepare_data, \
+    token_batches, training_batches
+from mt.decode import translate_lines
+from mt.errors import CheckpointError, MtError
+from mt.evaluate import bleu_score
+from mt.model import Transformer, build_model, count_parameters
+from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
+from mt.tokenizer import PAD
+
+
+def noam_lr(step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0) -> float:
+    """lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (section 5.3, eq. 3), times lr_scale."""
+    step = max(step, 1)
+    return lr_scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def label_smoothed_loss(logits: torch.Tensor, tgt_out: torch.Tensor, smoothing: float):
+    """logits (B, T, V), tgt_out (B, T) -> (smoothed loss, NLL), each summed over non-PAD tokens (section 5.4)."""
+    flat_logits, flat_target = logits.reshape(-1, logits.size(-1)).float(), tgt_out.reshape(-1)
+    loss = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    nll = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD, reduction="sum")
+    return loss, nll
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    best_bleu: float = -1.0
+    bad_steps: int = 0  # consecutive non-finite losses
+    skipped_updates: int = 0
+
+
+class StopRequested:
+    """SIGINT/SIGTERM set a flag; the loop saves a checkpoint at the end of the current step and exits."""
+
+    def __init__(self):
+        self.signal_name = None
+        self._previous = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signal_name is not None:  # a second Ctrl-C: stop right away
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def log_line(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def train(cfg: Config, restart: bool = False) -> Path:
+    rt = setup_runtime(cfg.train, log=log_line)
+    try:
+        return _train(cfg, rt, restart)
+    finally:
+        teardown_runtime(rt)
+
+
+def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
+    out = Path(cfg.output_dir)
+    say = log_line if rt.is_main else (lambda message: None)
+    data = _prepared_data(cfg, rt, restart, say)
+    torch.manual_seed(cfg.train.seed)  # same initial weights on every rank
+    model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
+    model.to(rt.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(cfg.train.adam_beta1, cfg.train.adam_beta2),
+                                 eps=cfg.train.adam_eps)
+    scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
+    batches = training_batches(data.train, cfg.train.batch_tokens)
+    stream = BatchStream(data.train, batches, cfg.train.seed, rt.rank, rt.world)
+    torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
+    state = TrainState()
+    last = out / "checkpoint_last.pt"
+    if last.exists() and not restart:
+        _resume(last, cfg, model, optimizer, scaler, stream, state, rt)
+        say(f"resuming from {last} at step {state.step}")
+        if rt.is_main:
+            _truncate_metrics(out / "metrics.jsonl", state.step)
+    elif rt.is_main:
+        _set_aside_previous_run(out, say)
+    if rt.is_main:
+        save_config(cfg, out / "config.yaml")
+    say(f"model: {count_parameters(model):,} parameters; device {rt.device}"
+        f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(batches)} batches per epoch, "
+        f"padding {padding_fraction(data.train, batches):.1%}")
+    wrapped = DistributedDataParallel(model) if rt.distributed else model
+    with StopRequested() as stop:
+        _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say)
+    return last
+
+
+def _set_aside_previous_run(out: Path, say) -> None:
+    """On --restart, move the old run's checkpoints and log into a dated folder instead of deleting them."""
+    old = [p for p in [out / "checkpoint_last.pt", out / "checkpoint_best.pt", *step_checkpoints(out),
+                       out / "metrics.jsonl"] if p.exists()]
+    if old:
+        folder = out / time.strftime("previous-%Y%m%d-%H%M%S")
+        folder.mkdir(exist_ok=True)
+        for p in old:
+            p.rename(folder / p.name)
+        say(f"restart: moved the previous run's {len(old)} files to {folder}")
+
+
+def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData:
+    """Rank 0 prepares (or reuses) the cache; the other ranks wait for it, then read it."""
+    if rt.is_main:
+        data = prepare_data(cfg, log=say, force=restart)
+    rt.barrier()
+    return data if rt.is_main else load_prepared(cfg)
+
+
+def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say):
+    out, tc = Path(cfg.output_dir), cfg.train
+    window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "time": time.perf_counter()}
+    bar = tqdm(total=tc.max_steps, initial=state.step, disable=not (rt.is_main and is_terminal()),
+               dynamic_ncols=True, unit="step")
+    while state.step < tc.max_steps and stop.signal_name is None:
+        lr = noam_lr(state.step + 1, cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss, nll, tokens = _update(cfg, rt, model, wrapped, optimizer, scaler, stream)
+        if not math.isfinite(loss):
+            state.bad_steps += 1
+            state.skipped_updates += 1
+            say(f"step {state.step + 1}: non-finite loss, update skipped ({state.bad_steps} in a row)")
+            if state.bad_steps >= tc.max_bad_steps:
+                raise MtError(f"{state.bad_steps} non-finite losses in a row at step {state.step + 1}; lower "
+                              f"train.lr_scale or use train.precision fp32/bf16 (last good checkpoint kept in {out})")
+            continue
+        state.bad_steps = 0
+        state.step += 1
+        window["loss"] += loss
+        window["nll"] += nll
+        window["tokens"] += tokens
+        bar.update(1)
+        if state.step % tc.log_every == 0 or state.step == tc.max_steps:
+            _log_train(out, rt, state, lr, window, bar, say)
+        evaluated = state.step % tc.eval_every == 0 or state.step == tc.max_steps
+        if evaluated and data.dev is not None:
+            bleu = _evaluate(cfg, rt, model, data, state, say)
+            if rt.is_main and bleu > state.best_bleu:
+                state.best_bleu = bleu
+                _save(out / "checkpoint_best.pt", cfg, model, optimizer, scaler, stream, state, data)
+        if state.step % tc.save_every == 0 or state.step == tc.max_steps:
+            _save_step(cfg, rt, model, optimizer, scaler, stream, state, data)
+    bar.close()
+    if stop.signal_name is not None:
+        _save_step(cfg, rt, model, optimizer, scaler, stream, state, data, keep_step_file=False)
+        say(f"{stop.signal_name}: saved {out / 'checkpoint_last.pt'} at step {state.step}; "
+            "run the same command again to resume")
+
+
+def _update(cfg, rt, model, wrapped, optimizer, scaler, stream) -> tuple[float, float, int]:
+    """One optimizer update over `accum_steps` batches -> (smoothed loss, NLL, target tokens) summed on all ranks.
+
+    Gradients are of the loss per target token over the whole update (summed, then divided by the token count).
+    """
+    tc = cfg.train
+    micro = [stream.next_batch().to(rt.device) for _ in range(tc.accum_steps)]
+    n_tokens = sum(b.n_tokens for b in micro)
+    loss_sum = nll_sum = 0.0
+    for i, batch in enumerate(micro):
+        sync = i == len(micro) - 1 or not rt.distributed
+        with (contextlib.nullcontext() if sync else wrapped.no_sync()), rt.autocast():
+            logits = wrapped(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)
+            loss, nll = label_smoothed_loss(logits, batch.tgt_out, tc.label_smoothing)
+        scaler.scale(loss / n_tokens).backward()
+        loss_sum += loss.item()
+        nll_sum += nll.item()
+    loss_sum, nll_sum, total_tokens = rt.sum([loss_sum, nll_sum, float(n_tokens)])
+    if not math.isfinite(loss_sum):
+        optimizer.zero_grad(set_to_none=True)
+        if scaler.is_enabled():
+            scaler.update(scaler.get_scale() / 2)
+        return float("nan"), float("nan"), 0
+    if tc.clip_norm > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_sum, nll_sum, int(total_tokens)
+
+
+def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: dict, bar, say) -> None:
+    now = time.perf_counter()
+    tokens = max(window["tokens"], 1)
+    row = {"step": state.step, "split": "train", "loss": round(window["loss"] / tokens, 4),
+           "nll": round(window["nll"] / tokens, 4), "ppl": round(math.exp(min(window["nll"] / tokens, 50)), 2),
+           "lr": lr, "tokens_per_s": round(window["tokens"] / max(now - window["time"], 1e-9), 1),
+           "skipped_updates": state.skipped_updates}
+    window.update(loss=0.0, nll=0.0, tokens=0, time=now)
+    if not rt.is_main:
+        return
+    _append_metrics(out, row)
+    if bar.disable:
+        say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
+            f"{row['tokens_per_s']:.0f} tok/s")
+    else:
+        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
+
+
+def _append_metrics(out: Path, row: dict) -> None:
+    with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop rows written after the checkpoint we resume from, so the log reads like one uninterrupted run."""
+    if path.exists():
+        rows = [line for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line)["step"] <= step]
+        atomic_write_text(path, "".join(r + "\n" for r in rows))
+
+
+@torch.no_grad()
+def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> tuple[float, int]:
+    """Mean NLL per target token under teacher forcing (pairs longer than the model's positions left out),
+    and the token count."""
+    lengths = (torch.maximum(corpus.src_lengths(), corpus.tgt_lengths()) + 1).tolist()
+    fits = [i for i, n in enumerate(lengths) if n <= model.cfg.max_positions]
+    nll_sum, tokens = 0.0, 0
+    for batch_of_fits in token_batches([lengths[i] for i in fits], batch_tokens):
+        batch = collate(corpus, [fits[j] for j in batch_of_fits]).to(device)
+        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)
+        nll_sum += label_smoothed_loss(logits, batch.tgt_out, 0.0)[1].item()
+        tokens += batch.n_tokens
+    return nll_sum / max(tokens, 1), tokens
+
+
+def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say) -> float:
+    """Dev loss, perplexity and greedy BLEU on rank 0 (the others wait); returns BLEU (-1 on other ranks)."""
+    bleu = -1.0
+    if rt.is_main:
+        model.eval()
+        start = time.perf_counter()
+        nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
+        with rt.autocast():
+            hyps = translate_lines(model, data.src_tokenizer, data.tgt_tokenizer, data.dev_src, beam_size=1,
+                                   alpha=cfg.decode.alpha, max_len_a=cfg.decode.max_len_a,
+                                   max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens)
+        bleu = bleu_score([h[0][0] for h in hyps], data.dev_ref)
+        model.train()
+        row = {"step": state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
+               "bleu": bleu, "eval_s": round(time.perf_counter() - start, 1)}
+        _append_metrics(Path(cfg.output_dir), row)
+        say(f"step {state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f} "
+            f"(greedy, {row['eval_s']}s)")
+    rt.barrier()
+    return bleu
+
+
+def _checkpoint(cfg, model, optimizer, scaler, stream, state, data) -> dict:
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return {"config": config_to_dict(cfg), "model": model.state_dict(), "step": state.step,
+            "src_tokenizer": data.src_tokenizer.to_tensor(), "tgt_tokenizer": data.tgt_tokenizer.to_tensor(),
+            "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rng,
+            "data_state": stream.state(), "best_bleu": state.best_bleu, "bad_steps": state.bad_steps,
+            "skipped_updates": state.skipped_updates}
+
+
+def _save(path: Path, cfg, model, optimizer, scaler, stream, state, data) -> None:
+    save_checkpoint(path, _checkpoint(cfg, model, optimizer, scaler, stream, state, data))
+
+
+def _save_step(cfg, rt, model, optimizer, scaler, stream, state, data, keep_step_file=True) -> None:
+    """checkpoint_last.pt, plus checkpoint_<step>.pt keeping the newest `keep_last` of those (rank 0 only)."""
+    if rt.is_main:
+        out = Path(cfg.output_dir)
+        ckpt = _checkpoint(cfg, model, optimizer, scaler, stream, state, data)
+        save_checkpoint(out / "checkpoint_last.pt", ckpt)
+        if keep_step_file and cfg.train.keep_last > 0:
+            save_checkpoint(out / f"checkpoint_{state.step}.pt", ckpt)
+            for old in step_checkpoints(out)[:-cfg.train.keep_last]:
+                old.unlink(missing_ok=True)
+    rt.barrier()
+
+
+def _resume(path, cfg, model, optimizer, scaler, stream, state, rt) -> None:
+    ckpt = load_checkpoint(path)
+    _check_compatible(ckpt["config"], cfg, path)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    scaler.load_state_dict(ckpt["scaler"])
+    stream.load_state(ckpt["data_state"])
+    state.step, state.best_bleu = ckpt["step"], ckpt["best_bleu"]
+    state.bad_steps, state.skipped_updates = ckpt["bad_steps"], ckpt["skipped_updates"]
+    if rt.world == 1:  # random state is per process; exact resume is promised for single-process runs
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if "cuda" in ckpt["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+
+
+def _check_compatible(saved: dict, cfg: Config, path: Path) -> None:
+    """Refuse to continue a checkpoint whose model, tokenizer or data differ from the current config."""
+    current = config_to_dict(cfg)
+    changed = [f"{section}.{key}" for section in ("model", "tokenizer", "data")
+               for key in current[section] if saved.get(section, {}).get(key) != current[section][key]]
+    if changed:
+        raise CheckpointError(f"{path}: saved with a different config ({', '.join(changed)} differ); "
+                              "use another output_dir or pass --restart to start over")

@@ -1,0 +1,151 @@
+"""`mt translate`: load a checkpoint, read lines (streaming from stdin), write exactly one result per line.
+
+Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
+`index \\t score \\t hypothesis` (index counts input lines from 0).
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO
+
+import torch
+
+from mt.checkpoint import atomic_write, load_checkpoint
+from mt.config import Config, DecodeConfig, config_from_dict
+from mt.decode import translate_ids
+from mt.model import Transformer, build_model
+from mt.runtime import pick_device
+from mt.tokenizer import Tokenizer
+
+
+@dataclass
+class Translator:
+    model: Transformer
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    cfg: Config
+
+
+def load_translator(path: str | Path, device: str = "auto") -> Translator:
+    """A model in eval mode on `device`, its tokenizers and config, from a checkpoint file alone."""
+    ckpt = load_checkpoint(path)
+    cfg = config_from_dict(ckpt["config"], source=f"{path} (stored config)")
+    src_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"])
+    tgt_tok = Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
+    model = build_model(cfg.model, len(src_tok), len(tgt_tok), cfg.tokenizer.joint)
+    model.load_state_dict(ckpt["model"])
+    model.to(pick_device(device)).eval()
+    return Translator(model, src_tok, tgt_tok, cfg)
+
+
+def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
+    """The checkpoint's decode section with the command-line options that were given (not None)."""
+    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _decode_line(raw: bytes, number: int, warn) -> str:
+    text = raw.rstrip(b"\n").rstrip(b"\r")
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        warn(f"warning: input line {number}: invalid UTF-8 replaced with U+FFFD")
+        return text.decode("utf-8", errors="replace")
+
+
+def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, nbest: int,
+                    warn) -> list[list[tuple[str, float]]]:
+    """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning."""
+    limit = tr.model.cfg.max_positions - 2  # leaves room for EOS and keeps positions in range
+    ids = tr.src_tokenizer.encode([line.strip() for line in lines])
+    for i, seq in enumerate(ids):
+        if len(seq) > limit:
+            warn(f"warning: input line {first_number + i}: {len(seq)} tokens, truncated to {limit}")
+            ids[i] = seq[:limit]
+    hyps = translate_ids(tr.model, ids, beam_size=max(opts.beam_size, nbest), alpha=opts.alpha,
+                         max_len_a=opts.max_len_a, max_len_b=opts.max_len_b, batch_tokens=opts.batch_tokens,
+                         nbest=nbest)
+    return [[(tr.tgt_tokenizer.decode(h.tokens), h.score) for h in per_line] for per_line in hyps]
+
+
+def format_results(results, first_index: int, nbest: int | None, scores: bool) -> str:
+    out = []
+    for i, per_line in enumerate(results):
+        if nbest:
+            padded = (per_line + per_line[-1:] * nbest)[:nbest]  # an empty line has one (empty) hypothesis
+            out += [f"{first_index + i}\t{score:.4f}\t{text}" for text, score in padded]
+        else:
+            text, score = per_line[0]
+            out.append(f"{score:.4f}\t{text}" if scores else text)
+    return "".join(line + "\n" for line in out)
+
+
+def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
+    """Yield lists of raw lines: whatever arrives within `wait_s` of the first line of a block."""
+    lines: queue.Queue = queue.Queue()
+
+    def reader():
+        for raw in iter(stream.readline, b""):
+            lines.put(raw)
+        lines.put(None)
+
+    threading.Thread(target=reader, daemon=True).start()
+    finished = False
+    while not finished:
+        first = lines.get()
+        if first is None:
+            return
+        block, deadline = [first], time.monotonic() + wait_s
+        while len(block) < max_lines:
+            try:
+                raw = lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            if raw is None:
+                finished = True
+                break
+            block.append(raw)
+        yield block
+
+
+def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, nbest: int | None,
+                  scores: bool, warn, wait_s: float = 0.05, max_lines: int = 2000) -> int:
+    """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
+    count = 0
+    for block in _stream_blocks(source, wait_s, max_lines):
+        lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
+        with torch.inference_mode():
+            results = translate_block(tr, lines, count + 1, opts, nbest or 1, warn)
+        sink.write(format_results(results, count, nbest, scores))
+        sink.flush()
+        count += len(block)
+    return count
+
+
+def translate_file(tr: Translator, input_path: str | None, output_path: str | None, opts: DecodeConfig,
+                   nbest: int | None, scores: bool, warn) -> int:
+    """stdin/stdout by default; an output file is written atomically (complete or not at all)."""
+    source = open(input_path, "rb") if input_path else sys.stdin.buffer
+    try:
+        if output_path is None:
+            return run_translate(tr, source, sys.stdout, opts, nbest, scores, warn)
+        count = 0
+
+        def write(f):
+            nonlocal count
+            text = io.StringIO()
+            count = run_translate(tr, source, text, opts, nbest, scores, warn)
+            f.write(text.getvalue().encode("utf-8"))
+
+        atomic_write(Path(output_path), write)
+        return count
+    finally:
+        if input_path:
+            source.close()
+

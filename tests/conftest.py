@@ -1,0 +1,55 @@
+"""Shared helpers: run the real `mt` command, and a tiny config pointed at the shipped sample data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.yaml"
+DATA = ROOT / "data" / "ddtp-de-en"
+
+
+def run_mt(*args, check=True, input=None, env=None, timeout=600, cwd=None) -> subprocess.CompletedProcess:
+    """Run `python -m mt ARGS` and return the finished process (text mode)."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.pop("MT_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-m", "mt", *map(str, args)], capture_output=True, text=True,
+                          input=input, env=full_env, timeout=timeout, cwd=cwd or ROOT)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mt {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def tiny_overrides(out_dir: Path, **values) -> list[str]:
+    """`--set` arguments for configs/tiny.yaml writing into `out_dir`, with absolute data paths."""
+    settings = {
+        "output_dir": str(out_dir),
+        "data.train_src": str(DATA / "sample-2k.de"),
+        "data.train_tgt": str(DATA / "sample-2k.en"),
+        "data.dev_src": str(DATA / "dev.de"),
+        "data.dev_tgt": str(DATA / "dev.en"),
+        **values,
+    }
+    args = []
+    for key, value in settings.items():
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+def read_metrics(out_dir: Path, split: str = "train") -> list[dict]:
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["split"] == split]
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(tmp_path_factory) -> Path:
+    """One tiny model trained through the CLI, shared by tests that only read it."""
+    out = tmp_path_factory.mktemp("tiny-run")
+    run_mt("train", TINY, *tiny_overrides(out, **{"train.max_steps": 60}))
+    return out

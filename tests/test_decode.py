@@ -1,0 +1,87 @@
+import pytest
+import torch
+
+from mt.config import ModelConfig
+from mt.decode import beam_search, greedy_search, length_penalty, max_output_lengths, translate_ids
+from mt.masks import padding_mask, target_mask
+from mt.tokenizer import BOS, EOS
+from mt.model import build_model
+
+N_SENTENCES = 24
+VOCAB = 20
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A randomly initialised small model: its outputs differ per sentence and end at varied lengths."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0, max_positions=64)
+    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
+
+
+@pytest.fixture(scope="module")
+def sources():
+    generator = torch.Generator().manual_seed(1)
+    lengths = torch.randint(1, 15, (N_SENTENCES,), generator=generator).tolist()
+    return [torch.randint(EOS + 1, VOCAB, (n,), generator=generator).tolist() for n in lengths]
+
+
+def _options(**kw):
+    base = dict(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096)
+    return {**base, **kw}
+
+
+def _tokens(results):
+    return [[h.tokens for h in per] for per in results]
+
+
+def test_cached_decoding_equals_recomputing_the_prefix(model, sources):
+    for beam in (1, 4):
+        cached = translate_ids(model, sources, **_options(beam_size=beam), use_cache=True)
+        full = translate_ids(model, sources, **_options(beam_size=beam), use_cache=False)
+        assert _tokens(cached) == _tokens(full)
+        for a, b in zip(cached, full):
+            assert a[0].score == pytest.approx(b[0].score, abs=1e-4)
+
+
+def test_beam_size_one_gives_greedy_output(model, sources):
+    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
+    max_len = max_output_lengths(torch.tensor([len(s) for s in sources]), 1.0, 10, 255)
+    greedy = greedy_search(model, src, padding_mask(src), max_len=max_len, alpha=0.0)
+    beam = beam_search(model, src, padding_mask(src), beam_size=1, alpha=0.0, max_len=max_len)
+    assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
+    assert len({tuple(h.tokens) for h in greedy}) > N_SENTENCES // 2, "outputs should differ per sentence"
+    assert len({len(h.tokens) for h in greedy}) > 3, "and end at different lengths"
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_translation_does_not_depend_on_batching(model, sources, beam):
+    together = translate_ids(model, sources, **_options(beam_size=beam))
+    alone = [translate_ids(model, [s], **_options(beam_size=beam))[0] for s in sources]
+    small_batches = translate_ids(model, sources, **_options(beam_size=beam, batch_tokens=40))
+    assert _tokens(together) == _tokens(alone) == _tokens(small_batches)
+
+
+def test_scores_equal_the_length_penalized_log_probability(model, sources):
+    results = translate_ids(model, sources[:8], **_options(nbest=3))
+    for src_ids, hyps in zip(sources[:8], results):
+        assert len(hyps) == 3 and hyps[0].score >= hyps[1].score >= hyps[2].score
+        for h in hyps:
+            src = torch.tensor([src_ids + [EOS]])
+            tgt_in, tgt_out = torch.tensor([[BOS] + h.tokens]), torch.tensor([h.tokens + [EOS]])
+            with torch.no_grad():
+                logits = model(src, padding_mask(src), tgt_in, target_mask(tgt_in))
+            log_prob = logits.log_softmax(-1).gather(2, tgt_out[..., None]).sum().item()
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-3)
+            assert h.score == pytest.approx(log_prob / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-3)
+
+
+def test_output_length_is_capped(model, sources):
+    results = translate_ids(model, sources, **_options(max_len_a=0.0, max_len_b=3))
+    assert all(len(h.tokens) <= 3 for per in results for h in per)
+
+
+def test_gnmt_length_penalty_formula():
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty(7, 0.6) == pytest.approx(2.0 ** 0.6)
+    assert length_penalty(10, 0.0) == 1.0

@@ -27,7 +27,7 @@ class Tokenizer:
         return self.sp.encode(list(lines), out_type=int)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.sp.decode([i for i in ids if i > EOS])
+        return self.sp.decode([i for i in ids if i not in (PAD, BOS, EOS)])
 
     def to_tensor(self) -> torch.Tensor:
         """The model as a uint8 tensor, so checkpoints hold only tensors (safe `weights_only` loading)."""

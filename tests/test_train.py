@@ -1,5 +1,7 @@
 import math
 
+import pytest
+
 import torch
 
 from mt.checkpoint import load_checkpoint
@@ -50,10 +52,21 @@ def test_same_seed_gives_the_same_losses(tmp_path):
 
 
 def test_info_prints_the_exact_parameter_count():
-    out = run_mt("info", TINY).stdout
-    d, ff, layers, vocab = 64, 128, 2, 500
+    out = run_mt("info", TINY, "--set", "output_dir=/nonexistent/no-tokenizer-here").stdout
+    assert f"parameters: {_transformer_parameters(500, 64, 128, 2)}" in out.splitlines()
+
+
+def _transformer_parameters(vocab, d, ff, layers):
+    """Hand count: shared embedding + encoder/decoder layers (attention 4 projections with bias, FFN, LayerNorms)."""
     attention = 4 * (d * d + d)
     ffn = d * ff + ff + ff * d + d
-    encoder = layers * (attention + ffn + 2 * 2 * d)
-    decoder = layers * (2 * attention + ffn + 3 * 2 * d)
-    assert f"parameters: {vocab * d + encoder + decoder}" in out.splitlines()
+    return vocab * d + layers * (attention + ffn + 2 * 2 * d) + layers * (2 * attention + ffn + 3 * 2 * d)
+
+
+@pytest.mark.parametrize("config, paper", [("transformer-base", 65e6), ("transformer-big", 213e6)])
+def test_table_3_sizes(config, paper):
+    out = run_mt("info", f"configs/{config}.yaml", "--set", "tokenizer.vocab_size=37000").stdout
+    count = int(out.split("parameters: ")[1].split()[0])
+    d, ff = (512, 2048) if config == "transformer-base" else (1024, 4096)
+    assert count == _transformer_parameters(37000, d, ff, 6)
+    assert abs(count - paper) / paper < 0.05, f"{count:,} vs the paper's {paper:,.0f}"

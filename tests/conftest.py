@@ -17,8 +17,8 @@ DATA = ROOT / "data" / "ddtp-de-en"
 
 def run_mt(*args, check=True, input=None, env=None, timeout=600, cwd=None) -> subprocess.CompletedProcess:
     """Run `python -m mt ARGS` and return the finished process (text mode)."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    full_env.pop("MT_DEBUG", None)
+    full_env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
+    full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
     proc = subprocess.run([sys.executable, "-m", "mt", *map(str, args)], capture_output=True, text=True,
                           input=input, env=full_env, timeout=timeout, cwd=cwd or ROOT)
     if check and proc.returncode != 0:

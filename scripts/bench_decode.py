@@ -79,8 +79,8 @@ def main():
         return
     model = args.checkpoint or "random init, configs/demo.yaml shape"
     print(f"model: {model}; device {args.device}; batch_tokens {args.batch_tokens}")
-    print(f"| search | cache | sentences | seconds | sentences/s | target tokens/s | peak memory (MiB) |")
-    print(f"|---|---|---:|---:|---:|---:|---:|")
+    print("| search | cache | sentences | seconds | sentences/s | target tokens/s | peak memory (MiB) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     results = {}
     for name, beam, cache in SETTINGS:
         command = [sys.executable, __file__, "--one", "--beam", str(beam), "--cache", str(int(cache)),

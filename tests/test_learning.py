@@ -10,7 +10,6 @@ import torch
 from mt.config import ModelConfig
 from mt.data import collate, encode_corpus
 from mt.decode import translate_ids
-from mt.masks import padding_mask
 from mt.model import build_model
 from mt.train import label_smoothed_loss
 from mt.tokenizer import EOS

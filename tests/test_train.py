@@ -2,7 +2,6 @@ import math
 
 import pytest
 
-import torch
 
 from mt.checkpoint import load_checkpoint
 from tests.conftest import TINY, read_metrics, run_mt, tiny_overrides

@@ -73,7 +73,9 @@ class StopRequested:
 
 
 def log_line(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A line on stderr that does not break an active progress bar."""
+    tqdm.write(message, file=sys.stderr)
+    sys.stderr.flush()
 
 
 def train(cfg: Config, restart: bool = False) -> Path:

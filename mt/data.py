@@ -113,6 +113,10 @@ class Corpus:
     def tgt_lengths(self) -> torch.Tensor:
         return self.tgt_offsets.diff()
 
+    def costs(self) -> torch.Tensor:
+        """Per pair, the length of its longer side including BOS/EOS: what it adds to a padded batch."""
+        return torch.maximum(self.src_lengths(), self.tgt_lengths()) + 1
+
     def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         return (self.src[self.src_offsets[i]:self.src_offsets[i + 1]],
                 self.tgt[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
@@ -243,8 +247,7 @@ def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
 
 def training_batches(corpus: Corpus, batch_tokens: int) -> list[list[int]]:
     """Token-bucketed batches; the cost of a pair is its longer side including BOS/EOS."""
-    lengths = torch.maximum(corpus.src_lengths(), corpus.tgt_lengths()) + 1
-    return token_batches(lengths.tolist(), batch_tokens)
+    return token_batches(corpus.costs().tolist(), batch_tokens)
 
 
 def padding_fraction(corpus: Corpus, batches: list[list[int]]) -> float:

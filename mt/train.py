@@ -247,7 +247,7 @@ def _truncate_metrics(path: Path, step: int) -> None:
 def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> tuple[float, int]:
     """Mean NLL per target token under teacher forcing (pairs longer than the model's positions left out),
     and the token count."""
-    lengths = (torch.maximum(corpus.src_lengths(), corpus.tgt_lengths()) + 1).tolist()
+    lengths = corpus.costs().tolist()
     fits = [i for i, n in enumerate(lengths) if n <= model.cfg.max_positions]
     nll_sum, tokens = 0.0, 0
     for batch_of_fits in token_batches([lengths[i] for i in fits], batch_tokens):

@@ -195,12 +195,20 @@ def search(model, src, src_mask, *, beam_size: int, alpha: float, max_len, nbest
 
 def translate_ids(model: Transformer, sources: list[list[int]], *, beam_size: int, alpha: float, max_len_a: float,
                   max_len_b: int, batch_tokens: int, nbest: int = 1, use_cache: bool = True,
-                  device=None) -> list[list[Hypothesis]]:
+                  device=None, on_truncate=None) -> list[list[Hypothesis]]:
     """Translate token-id sentences (no EOS) in length-sorted batches of at most `batch_tokens` source tokens
-    (beam rows counted); results come back in input order. Empty sources give one empty hypothesis."""
+    (beam rows counted); results come back in input order. Empty sources give one empty hypothesis.
+
+    Sources too long for the model's positions are cut, calling `on_truncate(index, length, kept)` for each.
+    """
     device = device or next(model.parameters()).device
     limit = model.cfg.max_positions - 1
-    sources = [s[:limit - 1] for s in sources]  # room for EOS; callers warn about truncation
+    keep = limit - 1  # room for EOS
+    if on_truncate is not None:
+        for i, s in enumerate(sources):
+            if len(s) > keep:
+                on_truncate(i, len(s), keep)
+    sources = [s[:keep] for s in sources]
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
     lengths = [len(sources[i]) + 1 for i in todo]

@@ -19,7 +19,7 @@ import torch
 
 from mt.checkpoint import atomic_write, load_checkpoint
 from mt.config import Config, DecodeConfig, config_from_dict
-from mt.decode import translate_ids
+from mt.decode import translate_lines
 from mt.model import Transformer, build_model
 from mt.runtime import pick_device
 from mt.tokenizer import Tokenizer
@@ -62,16 +62,13 @@ def _decode_line(raw: bytes, number: int, warn) -> str:
 def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, nbest: int,
                     warn) -> list[list[tuple[str, float]]]:
     """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning."""
-    limit = tr.model.cfg.max_positions - 2  # leaves room for EOS and keeps positions in range
-    ids = tr.src_tokenizer.encode([line.strip() for line in lines])
-    for i, seq in enumerate(ids):
-        if len(seq) > limit:
-            warn(f"warning: input line {first_number + i}: {len(seq)} tokens, truncated to {limit}")
-            ids[i] = seq[:limit]
-    hyps = translate_ids(tr.model, ids, beam_size=max(opts.beam_size, nbest), alpha=opts.alpha,
-                         max_len_a=opts.max_len_a, max_len_b=opts.max_len_b, batch_tokens=opts.batch_tokens,
-                         nbest=nbest)
-    return [[(tr.tgt_tokenizer.decode(h.tokens), h.score) for h in per_line] for per_line in hyps]
+    def truncated(i: int, length: int, kept: int) -> None:
+        warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
+
+    return translate_lines(tr.model, tr.src_tokenizer, tr.tgt_tokenizer, [line.strip() for line in lines],
+                           beam_size=max(opts.beam_size, nbest), alpha=opts.alpha, max_len_a=opts.max_len_a,
+                           max_len_b=opts.max_len_b, batch_tokens=opts.batch_tokens, nbest=nbest,
+                           on_truncate=truncated)
 
 
 def format_results(results, first_index: int, nbest: int | None, scores: bool) -> str:

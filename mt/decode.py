@@ -33,55 +33,71 @@ def max_output_lengths(src_lengths: torch.Tensor, a: float, b: int, limit: int) 
     return (src_lengths.double() * a + b).floor().long().clamp(min=1, max=limit)
 
 
-def _step_log_probs(model, memory, src_mask, prefix, cache, force_eos: torch.Tensor) -> torch.Tensor:
-    """Log-probs (N, V) of the token after `prefix` (N, t+1); rows in `force_eos` (N,) may only end.
+def _step_log_probs(model, memory, src_mask, tgt_in, cache, force_eos: torch.Tensor) -> torch.Tensor:
+    """Log-probs (N, V) of the next token; rows in `force_eos` (N,) may only end.
 
-    With a cache only the last prefix token is fed; without one the whole prefix is recomputed.
+    With a cache `tgt_in` is the last token (N, 1); without one, the whole prefix (N, t+1) is recomputed.
     """
-    if cache is not None:
-        logits = model.decode(memory, src_mask, prefix[:, -1:], None, cache)
-    else:
-        logits = model.decode(memory, src_mask, prefix, target_mask(prefix))
-    log_probs = logits[:, -1].float().log_softmax(-1)
-    if force_eos.any():
-        only_eos = torch.full_like(log_probs[0], float("-inf"))
-        only_eos[EOS] = 0.0
-        log_probs[force_eos] = log_probs[force_eos] + only_eos
-    return log_probs
+    tgt_mask = None if cache is not None else target_mask(tgt_in)
+    log_probs = model.decode(memory, src_mask, tgt_in, tgt_mask, cache)[:, -1].float().log_softmax(-1)
+    # The length limit as a mask, with no read from the device: rows at their limit keep only EOS.
+    not_eos = torch.arange(log_probs.size(1), device=log_probs.device) != EOS
+    return log_probs.masked_fill(force_eos[:, None] & not_eos, float("-inf"))
+
+
+def _decoder_input(tokens: torch.Tensor, step: int, cached: bool) -> torch.Tensor:
+    """BOS + tokens[:, :step] (N, step+1) to recompute the prefix, or only its last token (N, 1) with a cache."""
+    if cached and step > 0:
+        return tokens[:, step - 1:step]
+    bos = torch.full((tokens.size(0), 1), BOS, dtype=tokens.dtype, device=tokens.device)
+    return bos if cached else torch.cat([bos, tokens[:, :step]], dim=1)
+
+
+def _indices(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """Indices of the `count` True entries of `mask` (N,), in order; unlike nonzero() it does not ask the
+    device how many there are."""
+    return (~mask).byte().argsort(stable=True)[:count]
+
+
+def _first_eos(tokens: torch.Tensor) -> torch.Tensor:
+    """(..., L) -> (...) position of the first EOS, i.e. the hypothesis length without EOS."""
+    return (tokens == EOS).byte().argmax(-1)  # argmax returns the first of equal maxima
 
 
 @torch.no_grad()
 def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, alpha: float = 0.6,
                   use_cache: bool = True) -> list[Hypothesis]:
-    """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> one hypothesis per sentence."""
-    batch = src.size(0)
+    """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> one hypothesis per sentence.
+
+    Sentences leave the batch as they end; each step reads one number from the device, how many go on.
+    """
+    batch, device = src.size(0), src.device
     memory = model.encode(src, src_mask)
+    max_len = max_len.to(device)
+    steps = int(max_len.max()) + 1
     cache = DecoderCache.empty(len(model.decoder_layers)) if use_cache else None
-    alive = torch.arange(batch, device=src.device)  # original index of each row still decoding
-    prefix = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # (N, t+1)
-    max_len = max_len.to(src.device)
-    tokens: list[list[int]] = [[] for _ in range(batch)]
-    log_prob = torch.zeros(batch, device=src.device)
-    results: list[Hypothesis | None] = [None] * batch
-    for step in range(int(max_len.max()) + 1):
-        log_probs = _step_log_probs(model, memory, src_mask, prefix, cache, max_len[alive] <= step)
+    alive = torch.arange(batch, device=device)  # (N,) original index of each row still decoding
+    tokens = torch.full((batch, steps), EOS, dtype=torch.long, device=device)  # (B, steps) by original index
+    last = torch.full((batch, 1), BOS, dtype=torch.long, device=device)  # (N, 1) each live row's latest token
+    log_prob = torch.zeros(batch, device=device)
+    for step in range(steps):
+        tgt_in = last if use_cache else torch.cat([torch.full_like(last, BOS), tokens[alive, :step]], dim=1)
+        log_probs = _step_log_probs(model, memory, src_mask, tgt_in, cache, max_len[alive] <= step)
         best = log_probs.argmax(-1)
         log_prob[alive] += log_probs.gather(1, best[:, None]).squeeze(1)
-        for row, token in enumerate(best.tolist()):
-            i = int(alive[row])
-            if token == EOS:
-                results[i] = Hypothesis(tokens[i], float(log_prob[i]) / length_penalty(len(tokens[i]) + 1, alpha),
-                                        float(log_prob[i]))
-            else:
-                tokens[i].append(token)
-        keep = (best != EOS).nonzero().squeeze(1)
-        if keep.numel() == 0:
+        tokens[alive, step] = best
+        going = best != EOS
+        n_going = int(going.sum())  # the step's one read from the device
+        if n_going == 0:
             break
-        if keep.numel() < best.numel():
-            alive, memory, src_mask, prefix, best = alive[keep], memory[keep], src_mask[keep], prefix[keep], best[keep]
+        if n_going < going.numel():
+            keep = _indices(going, n_going)
+            alive, memory, src_mask, best = alive[keep], memory[keep], src_mask[keep], best[keep]
             cache = cache.select(keep, keep) if cache is not None else None
-        prefix = torch.cat([prefix, best[:, None]], dim=1)
-    return results
+        last = best[:, None]
+    lengths = _first_eos(tokens)
+    return [Hypothesis(row[:n], lp / length_penalty(n + 1, alpha), lp)
+            for row, n, lp in zip(tokens.tolist(), lengths.tolist(), log_prob.tolist())]
 
 
 @dataclass
@@ -89,11 +105,33 @@ class _Beams:
     """Live hypotheses of the sentences still searching; rows are sentence-major, K rows per sentence."""
 
     sentence: torch.Tensor  # (N,) original index of each live sentence
-    prefix: torch.Tensor  # (N*K, t+1) BOS + tokens
+    tokens: torch.Tensor  # (N*K, steps) tokens so far, EOS after them
     score: torch.Tensor  # (N*K,) summed log-probs
     memory: torch.Tensor  # (N*K, S, D)
     src_mask: torch.Tensor  # (N*K, 1, 1, S)
     cache: DecoderCache | None
+
+
+@dataclass
+class _Finished:
+    """The best `slots` finished hypotheses of every sentence (by original index), best first."""
+
+    score: torch.Tensor  # (B, slots) float64 length-penalized log-prob, -inf in empty slots
+    log_prob: torch.Tensor  # (B, slots)
+    tokens: torch.Tensor  # (B, slots, steps) EOS after the hypothesis
+
+    @classmethod
+    def empty(cls, batch: int, slots: int, steps: int, device) -> _Finished:
+        return cls(torch.full((batch, slots), float("-inf"), dtype=torch.float64, device=device),
+                   torch.zeros(batch, slots, device=device),
+                   torch.full((batch, slots, steps), EOS, dtype=torch.long, device=device))
+
+    def hypotheses(self, nbest: int) -> list[list[Hypothesis]]:
+        lengths = _first_eos(self.tokens[:, :nbest])
+        per_sentence = zip(self.score[:, :nbest].tolist(), self.log_prob[:, :nbest].tolist(),
+                           self.tokens[:, :nbest].tolist(), lengths.tolist())
+        return [[Hypothesis(row[:n], score, log_prob) for score, log_prob, row, n in zip(*slots)
+                 if score != float("-inf")] for slots in per_sentence]
 
 
 @torch.no_grad()
@@ -102,29 +140,36 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> the `nbest` best hypotheses per sentence.
 
     A sentence stops when it has `beam_size` finished hypotheses and none of its live ones can still beat
-    the worst of them, even at the longest allowed length (the paper's early termination).
+    the worst of them, even at the longest allowed length (the paper's early termination). All of it is
+    tensor operations; each step reads one number from the device, how many sentences go on.
     """
-    k, batch = beam_size, src.size(0)
+    k, batch, device = beam_size, src.size(0), src.device
+    max_len = max_len.to(device)
+    steps = int(max_len.max()) + 1
+    # the penalty at each sentence's longest length, computed as `length_penalty` computes it
+    limit_penalty = torch.tensor([length_penalty(m + 1, alpha) for m in max_len.tolist()], dtype=torch.float64,
+                                 device=device)
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
-    start_score = torch.full((batch, k), float("-inf"), device=src.device)
+    start_score = torch.full((batch, k), float("-inf"), device=device)
     start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
-    beams = _Beams(torch.arange(batch, device=src.device),
-                   torch.full((batch * k, 1), BOS, dtype=torch.long, device=src.device), start_score.view(-1),
+    beams = _Beams(torch.arange(batch, device=device),
+                   torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
                    memory, src_mask.repeat_interleave(k, dim=0),
                    DecoderCache.empty(len(model.decoder_layers)) if use_cache else None)
-    max_len = max_len.to(src.device)
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    for step in range(int(max_len.max()) + 1):
+    finished = _Finished.empty(batch, max(k, nbest), steps, device)
+    for step in range(steps):
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)
-        log_probs = _step_log_probs(model, beams.memory, beams.src_mask, beams.prefix, beams.cache, force)
+        tgt_in = _decoder_input(beams.tokens, step, use_cache)
+        log_probs = _step_log_probs(model, beams.memory, beams.src_mask, tgt_in, beams.cache, force)
         cand_score, cand_beam, cand_token = _expand(beams.score, log_probs, k)
-        _collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, alpha)
+        _collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, length_penalty(step + 1, alpha))
         live_score, live_beam, live_token = _best_live(cand_score, cand_beam, cand_token, k)
-        done = _sentences_done(finished, beams.sentence, live_score[:, 0], max_len, step, k, alpha)
-        if bool(done.all()):
+        done = _sentences_done(finished, beams.sentence, live_score[:, 0], max_len, limit_penalty, step, k)
+        n_going = int((~done).sum())  # the step's one read from the device
+        if n_going == 0:
             break
-        beams = _advance(beams, live_score, live_beam, live_token, ~done, k)
-    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+        beams = _advance(beams, live_score, live_beam, live_token, ~done, n_going, k, step)
+    return finished.hypotheses(nbest)
 
 
 def _expand(score, log_probs, k):
@@ -135,16 +180,19 @@ def _expand(score, log_probs, k):
     return cand_score, flat // vocab, flat % vocab
 
 
-def _collect_finished(finished, beams: _Beams, cand_score, cand_beam, cand_token, k, alpha):
-    """EOS candidates ranked within the top K become finished hypotheses of their sentence."""
-    ends = (cand_token == EOS) & torch.isfinite(cand_score)
-    ends[:, k:] = False
-    for n, j in ends.nonzero().tolist():
-        row = n * k + int(cand_beam[n, j])
-        tokens = beams.prefix[row, 1:].tolist()
-        log_prob = float(cand_score[n, j])
-        hyp = Hypothesis(tokens, log_prob / length_penalty(len(tokens) + 1, alpha), log_prob)
-        finished[int(beams.sentence[n])].append(hyp)
+def _collect_finished(finished: _Finished, beams: _Beams, cand_score, cand_beam, cand_token, k, penalty: float):
+    """EOS candidates ranked within the top K join their sentence's finished hypotheses, scored with the
+    length penalty of this step (`penalty`); each sentence keeps its best, earlier ones first among equals."""
+    ends = (cand_token[:, :k] == EOS) & torch.isfinite(cand_score[:, :k])  # (N, K)
+    new_score = torch.where(ends, cand_score[:, :k].double() / penalty, float("-inf"))
+    rows = torch.arange(ends.size(0), device=ends.device)[:, None] * k + cand_beam[:, :k]  # (N, K)
+    i, slots = beams.sentence, finished.score.size(1)
+    score = torch.cat([finished.score[i], new_score], dim=1)  # (N, slots+K)
+    order = score.sort(dim=1, descending=True, stable=True).indices[:, :slots]
+    finished.score[i] = score.gather(1, order)
+    finished.log_prob[i] = torch.cat([finished.log_prob[i], cand_score[:, :k]], dim=1).gather(1, order)
+    tokens = torch.cat([finished.tokens[i], beams.tokens[rows]], dim=1)  # (N, slots+K, steps)
+    finished.tokens[i] = tokens.gather(1, order[:, :, None].expand(-1, -1, tokens.size(2)))
 
 
 def _best_live(cand_score, cand_beam, cand_token, k):
@@ -154,34 +202,28 @@ def _best_live(cand_score, cand_beam, cand_token, k):
     return cand_score.gather(1, order), cand_beam.gather(1, order), cand_token.gather(1, order)
 
 
-def _sentences_done(finished, sentence, best_live, max_len, step, k, alpha) -> torch.Tensor:
+def _sentences_done(finished: _Finished, sentence, best_live, max_len, limit_penalty, step, k) -> torch.Tensor:
     """(N,) True where the sentence reached its length limit or no live hypothesis can beat its finished ones."""
-    done = []
-    for n, i in enumerate(sentence.tolist()):
-        if step >= int(max_len[i]):
-            done.append(True)
-        elif len(finished[i]) < k:
-            done.append(False)
-        else:
-            worst_kept = sorted(h.score for h in finished[i])[-k]
-            # log-probs only fall as a hypothesis grows, so the best it can reach is at the longest length
-            best_possible = float(best_live[n]) / length_penalty(int(max_len[i]) + 1, alpha)
-            done.append(worst_kept >= best_possible)
-    return torch.tensor(done, device=sentence.device)
+    worst_kept = finished.score[sentence, k - 1]  # -inf while fewer than K have finished
+    # log-probs only fall as a hypothesis grows, so the best it can reach is at the longest length
+    best_possible = best_live.double() / limit_penalty[sentence]
+    return (max_len[sentence] <= step) | (torch.isfinite(worst_kept) & (worst_kept >= best_possible))
 
 
-def _advance(beams: _Beams, live_score, live_beam, live_token, keep, k) -> _Beams:
-    """Extend the live beams of the sentences in `keep` (N,) by their chosen tokens; drop the others."""
-    n_sent = keep.size(0)
-    rows = (torch.arange(n_sent, device=keep.device)[:, None] * k + live_beam)[keep].view(-1)
-    prefix = torch.cat([beams.prefix[rows], live_token[keep].view(-1, 1)], dim=1)
-    if bool(keep.all()):
-        memory, src_mask, cross_rows = beams.memory, beams.src_mask, None
-    else:
-        cross_rows = (keep.nonzero()[:, :1] * k + torch.arange(k, device=keep.device)).view(-1)
-        memory, src_mask = beams.memory[cross_rows], beams.src_mask[cross_rows]
+def _advance(beams: _Beams, live_score, live_beam, live_token, going, n_going: int, k: int, step: int) -> _Beams:
+    """Extend the live beams of the `n_going` sentences in `going` (N,) by their chosen tokens; drop the others."""
+    rows = torch.arange(going.size(0), device=going.device)[:, None] * k + live_beam  # (N, K)
+    sentence, memory, src_mask, cross_rows = beams.sentence, beams.memory, beams.src_mask, None
+    if n_going < going.size(0):
+        keep = _indices(going, n_going)
+        rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
+        cross_rows = (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
+        memory, src_mask = memory[cross_rows], src_mask[cross_rows]
+    rows = rows.view(-1)
+    tokens = beams.tokens[rows]
+    tokens[:, step] = live_token.view(-1)
     cache = beams.cache.select(rows, cross_rows) if beams.cache is not None else None
-    return _Beams(beams.sentence[keep], prefix, live_score[keep].view(-1), memory, src_mask, cache)
+    return _Beams(sentence, tokens, live_score.reshape(-1), memory, src_mask, cache)
 
 
 def search(model, src, src_mask, *, beam_size: int, alpha: float, max_len, nbest: int = 1,

@@ -65,11 +65,17 @@ def translate(
     nbest: Annotated[Optional[int], typer.Option(min=1, help="Write K hypotheses per line: index, score, text.")] = None,
     scores: Annotated[bool, typer.Option(help="Prefix each 1-best line with its score and a tab.")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    quantize: Annotated[Optional[str], typer.Option(help="int8: int8 weights (mt: CPU only).")] = None,
 ):
-    """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section."""
+    """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
+
+    CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
+    """
     from mt.translate import decode_options, load_translator, translate_file
 
-    tr = load_translator(checkpoint, device)
+    if quantize not in (None, "int8"):
+        raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
+    tr = load_translator(checkpoint, device, quantize)
     opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
                           max_len_b=max_len_b, batch_tokens=batch_tokens)
     translate_file(tr, input, output, opts, nbest, scores, _warn)
@@ -178,6 +184,23 @@ def bench_train(config: Path, set_: SetOption = None,
     print(f"    ratio: {result['ratio']:.3f}  host {result['host_ms_per_step']:.2f} ms/step  peak "
           f"{result['peak_tflops']:.2f} TFLOP/s  memory {result['peak_memory_mb']:.0f} MB  "
           f"({result['device']}, {result['precision']}, compile {result['compile']})")
+
+
+@app.command()
+def export(
+    checkpoint: Annotated[Path, typer.Option("-c", "--checkpoint", help="Checkpoint to export.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write.")],
+    format: Annotated[str, typer.Option("--format", help="ctranslate2.")] = "ctranslate2",
+    quantization: Annotated[Optional[str], typer.Option(
+        help="int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 (default: float32).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
+):
+    """Write a CTranslate2 model directory (with the sentencepiece models) that `mt translate -c DIR` reads."""
+    from mt.ct2 import export_ctranslate2
+
+    if format != "ctranslate2":
+        raise MtError(f"--format: only ctranslate2 is supported, got '{format}'")
+    _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force)}")
 
 
 @app.command()

@@ -20,6 +20,7 @@ import torch
 from mt.checkpoint import atomic_write, load_checkpoint
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.decode import translate_lines
+from mt.errors import MtError
 from mt.model import Transformer, build_model
 from mt.runtime import pick_device
 from mt.tokenizer import Tokenizer
@@ -32,17 +33,41 @@ class Translator:
     tgt_tokenizer: Tokenizer
     cfg: Config
 
+    def translate_lines(self, lines: list[str], **options) -> list[list[tuple[str, float]]]:
+        """(text, score) hypotheses per line; options as mt.decode.translate_ids."""
+        return translate_lines(self.model, self.src_tokenizer, self.tgt_tokenizer, lines, **options)
 
-def load_translator(path: str | Path, device: str = "auto") -> Translator:
-    """A model in eval mode on `device`, its tokenizers and config, from a checkpoint file alone."""
+
+def load_translator(path: str | Path, device: str = "auto", quantize: str | None = None):
+    """A model in eval mode on `device`, its tokenizers and config, from a checkpoint file alone; or, for a
+    directory written by `mt export`, a CTranslate2 translator with the same interface.
+
+    `quantize="int8"` decodes with int8 weights: mt's dynamic quantization (CPU only), or CTranslate2's.
+    """
+    if Path(path).is_dir():
+        from mt.ct2 import Ct2Translator, is_exported
+
+        if not is_exported(path):
+            raise MtError(f"{path}: a directory, but not one written by `mt export`")
+        return Ct2Translator(path, device, quantize)
     ckpt = load_checkpoint(path)
     cfg = config_from_dict(ckpt["config"], source=f"{path} (stored config)")
     src_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"])
     tgt_tok = Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
     model = build_model(cfg.model, len(src_tok), len(tgt_tok), cfg.tokenizer.joint)
     model.load_state_dict(ckpt["model"])
-    model.to(pick_device(device)).eval()
-    return Translator(model, src_tok, tgt_tok, cfg)
+    model.eval()
+    if quantize is not None:
+        model = _quantized(model, device)
+    return Translator(model.to(pick_device(device)), src_tok, tgt_tok, cfg)
+
+
+def _quantized(model: Transformer, device: str) -> Transformer:
+    from mt.quantize import quantize_int8
+
+    if pick_device(device).type != "cpu":
+        raise MtError("--quantize int8 runs on the CPU; add --device cpu (or export to CTranslate2 for a GPU)")
+    return quantize_int8(model)
 
 
 def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
@@ -65,10 +90,9 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
     def truncated(i: int, length: int, kept: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
 
-    return translate_lines(tr.model, tr.src_tokenizer, tr.tgt_tokenizer, [line.strip() for line in lines],
-                           beam_size=max(opts.beam_size, nbest), alpha=opts.alpha, max_len_a=opts.max_len_a,
-                           max_len_b=opts.max_len_b, batch_tokens=opts.batch_tokens, nbest=nbest,
-                           on_truncate=truncated)
+    return tr.translate_lines([line.strip() for line in lines], beam_size=max(opts.beam_size, nbest),
+                              alpha=opts.alpha, max_len_a=opts.max_len_a, max_len_b=opts.max_len_b,
+                              batch_tokens=opts.batch_tokens, nbest=nbest, on_truncate=truncated)
 
 
 def format_results(results, first_index: int, nbest: int | None, scores: bool) -> str:

@@ -100,3 +100,14 @@ def test_average_takes_the_mean_of_parameters(trained_tiny, tmp_path):
     assert all(torch.equal(last2[k], avg[k]) for k in avg)
     out = run_mt("translate", "-c", tmp_path / "avg.pt", input="Ein Texteditor.\n").stdout
     assert out.count("\n") == 1
+
+
+def test_translate_quantize_int8_on_the_cpu(trained_tiny):
+    lines = ["Dieses Paket enthält die Dokumentation.", "", "Ein Texteditor."]
+    proc = run_mt("translate", "-c", trained_tiny / "checkpoint_last.pt", "--quantize", "int8", "--device", "cpu",
+                  "--scores", input="\n".join(lines) + "\n")
+    out = proc.stdout.splitlines()
+    assert len(out) == 3 and all(float(line.split("\t")[0]) <= 0 for line in out)
+    bad = run_mt("translate", "-c", trained_tiny / "checkpoint_last.pt", "--quantize", "int4", input="x\n",
+                 check=False)
+    assert bad.returncode == 1 and bad.stderr.strip() == "error: --quantize: only int8 is supported, got 'int4'"

@@ -6,6 +6,7 @@ from mt.decode import beam_search, greedy_search, length_penalty, max_output_len
 from mt.masks import padding_mask, target_mask
 from mt.tokenizer import BOS, EOS
 from mt.model import build_model
+from mt.quantize import quantize_int8
 
 N_SENTENCES = 24
 VOCAB = 20
@@ -85,3 +86,27 @@ def test_gnmt_length_penalty_formula():
     assert length_penalty(1, 0.6) == pytest.approx(1.0)
     assert length_penalty(7, 0.6) == pytest.approx(2.0 ** 0.6)
     assert length_penalty(10, 0.0) == 1.0
+
+
+def test_int8_quantization_covers_every_linear_layer_but_the_sliced_one(model):
+    quantized = quantize_int8(model)
+    dynamic = {name for name, m in quantized.named_modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)}
+    still_float = {name for name, m in quantized.named_modules() if type(m) is torch.nn.Linear}
+    assert "output" in dynamic, "the tied pre-softmax projection is quantized through its own copy"
+    assert still_float and all(name.endswith("cross_attn.in_proj") for name in still_float)
+    assert len(dynamic) == 2 * 4 + 2 * 5 + 1  # per encoder layer: in_proj, out_proj, w1, w2; per decoder layer 5
+    assert model.output is None, "the float model is left as it was"
+
+
+def test_int8_decoding_stays_close_to_float(model, sources):
+    quantized = quantize_int8(model)
+    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
+    tgt = src.clone()
+    tgt[:, 0] = BOS
+    with torch.no_grad():
+        exact = model(src, padding_mask(src), tgt).log_softmax(-1)
+        approx = quantized(src, padding_mask(src), tgt).log_softmax(-1)
+    error = (exact - approx).abs()
+    assert error.mean() < 0.05 and error.max() < 0.3  # log-prob error; a wrong weight gives errors of order 1
+    results = translate_ids(quantized, sources, **_options())
+    assert len(results) == len(sources) and all(len(h[0].tokens) <= len(s) + 10 for h, s in zip(results, sources))

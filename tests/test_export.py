@@ -1,0 +1,105 @@
+"""`mt export --format ctranslate2` and `mt translate -c DIR`: the exported model decodes as mt does."""
+
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.config import config_from_dict, config_to_dict
+from mt.errors import MtError
+from mt.model import build_model
+from mt.tokenizer import Tokenizer
+from mt.translate import load_translator
+from tests.conftest import DATA, run_mt
+
+pytest.importorskip("ctranslate2")
+
+LINES = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:200]
+GREEDY = dict(beam_size=1, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=2048)
+
+
+def _compare(checkpoint, exported, lines, options=GREEDY):
+    """(share of identical lines, largest score difference per token among them) of mt and the export."""
+    ours = load_translator(checkpoint, "cpu")
+    theirs = load_translator(exported, "cpu")
+    with torch.inference_mode():
+        a = ours.translate_lines(lines, **options)
+    b = theirs.translate_lines(lines, **options)
+    same = [(x[0], y[0]) for x, y in zip(a, b) if x[0][0] == y[0][0]]
+    lengths = [len(t) + 1 for t in ours.tgt_tokenizer.encode([x[0] for x, _ in same])]
+    per_token = max((abs(x[1] - y[1]) / n for (x, y), n in zip(same, lengths)), default=0.0)
+    return len(same) / len(lines), per_token
+
+
+@pytest.fixture(scope="module")
+def exported(trained_tiny, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "ct2"
+    run_mt("export", "-c", trained_tiny / "checkpoint_last.pt", "--format", "ctranslate2", "-o", out)
+    return out
+
+
+def test_export_writes_a_complete_directory(exported):
+    names = {p.name for p in exported.iterdir()}
+    assert {"model.bin", "config.json", "shared_vocabulary.json", "source.spm", "target.spm", "mt.yaml"} <= names
+    assert not [p for p in exported.parent.iterdir() if p.name.startswith(".")], "no temporary directory left"
+
+
+def test_exported_greedy_equals_mt(trained_tiny, exported):
+    same, per_token = _compare(trained_tiny / "checkpoint_last.pt", exported, LINES)
+    print(f"identical lines {same:.1%}, score difference per token {per_token:.2g}")
+    assert same >= 0.99 and per_token < 1e-4
+
+
+def _random_checkpoint(trained_tiny, path, **model_changes):
+    """The tiny run's checkpoint with another architecture and random weights."""
+    ckpt = load_checkpoint(trained_tiny / "checkpoint_last.pt")
+    cfg = config_from_dict(ckpt["config"])
+    cfg = replace(cfg, model=replace(cfg.model, **model_changes))
+    vocab = len(Tokenizer.from_tensor(ckpt["src_tokenizer"]))
+    torch.manual_seed(0)
+    model = build_model(cfg.model, vocab, vocab, cfg.tokenizer.joint)
+    save_checkpoint(path, {**{k: ckpt[k] for k in ("src_tokenizer", "tgt_tokenizer", "step")},
+                           "config": config_to_dict(cfg), "model": model.state_dict()})
+    return path
+
+
+@pytest.mark.parametrize("changes", [dict(norm="pre"), dict(share_embeddings=False)])
+def test_pre_norm_and_untied_output_export_too(trained_tiny, tmp_path, changes):
+    checkpoint = _random_checkpoint(trained_tiny, tmp_path / "random.pt", **changes)
+    run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
+    same, per_token = _compare(checkpoint, tmp_path / "ct2", LINES[:50], dict(GREEDY, max_len_b=5))
+    assert same >= 0.99 and per_token < 1e-4
+
+
+def test_translate_with_an_exported_directory_takes_the_same_options(exported, tmp_path):
+    lines = ["Ein Texteditor.", "", "Dieses Paket enthält die Dokumentation."]
+    plain = run_mt("translate", "-c", exported, "--beam-size", "1", "--device", "cpu",
+                   input="\n".join(lines) + "\n").stdout.split("\n")
+    assert len(plain) == 4 and plain[1] == ""
+    nbest = run_mt("translate", "-c", exported, "--nbest", "2", "--beam-size", "4", "--max-len-a", "0",
+                   "--max-len-b", "3", "--batch-tokens", "64", input="\n".join(lines) + "\n").stdout
+    rows = [line.split("\t") for line in nbest.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "1", "1", "2", "2"]
+    assert all(len(r[2].split()) <= 3 for r in rows)
+    scored = run_mt("translate", "-c", exported, "--scores", "--quantize", "int8", input="Ein Texteditor.\n").stdout
+    assert float(scored.split("\t")[0]) <= 0
+
+
+def test_export_refuses_an_existing_directory_unless_forced(trained_tiny, tmp_path):
+    (tmp_path / "ct2").mkdir()
+    proc = run_mt("export", "-c", trained_tiny / "checkpoint_last.pt", "-o", tmp_path / "ct2", check=False)
+    assert proc.returncode == 1 and proc.stderr.strip() == f"error: {tmp_path / 'ct2'} exists; remove it or pass --force"
+    run_mt("export", "-c", trained_tiny / "checkpoint_last.pt", "-o", tmp_path / "ct2", "--force",
+           "--quantization", "int8")
+    assert (tmp_path / "ct2" / "model.bin").is_file()
+
+
+def test_without_ctranslate2_the_error_names_the_extra(trained_tiny, tmp_path, monkeypatch):
+    from mt.ct2 import export_ctranslate2
+
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 now raises ImportError
+    with pytest.raises(MtError, match=r"pip install 'mt\[ct2\]'"):
+        export_ctranslate2(trained_tiny / "checkpoint_last.pt", tmp_path / "ct2")
+    assert not (tmp_path / "ct2").exists()

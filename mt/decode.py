@@ -75,7 +75,7 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
     memory = model.encode(src, src_mask)
     max_len = max_len.to(device)
     steps = int(max_len.max()) + 1
-    cache = DecoderCache.empty(len(model.decoder_layers)) if use_cache else None
+    cache = DecoderCache.empty(len(model.decoder_layers), steps) if use_cache else None
     alive = torch.arange(batch, device=device)  # (N,) original index of each row still decoding
     tokens = torch.full((batch, steps), EOS, dtype=torch.long, device=device)  # (B, steps) by original index
     last = torch.full((batch, 1), BOS, dtype=torch.long, device=device)  # (N, 1) each live row's latest token
@@ -155,7 +155,7 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     beams = _Beams(torch.arange(batch, device=device),
                    torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
                    memory, src_mask.repeat_interleave(k, dim=0),
-                   DecoderCache.empty(len(model.decoder_layers)) if use_cache else None)
+                   DecoderCache.empty(len(model.decoder_layers), steps) if use_cache else None)
     finished = _Finished.empty(batch, max(k, nbest), steps, device)
     for step in range(steps):
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)

@@ -134,29 +134,56 @@ class EncoderLayer(nn.Module):
 
 @dataclass
 class DecoderCache:
-    """Per-layer keys/values for incremental decoding, each (B, H, L, D/H).
+    """Keys and values for incremental decoding.
 
-    Self-attention entries grow by one position per step; cross-attention entries are computed once.
+    Self-attention: per layer, key and value buffers (B, H, capacity, D/H) preallocated at the first step; each
+    step writes its positions in place (no torch.cat of the whole history) and `length` positions are filled.
+    Cross-attention: per layer, keys and values (B, H, S, D/H) of the memory, computed once.
     """
 
-    self_kv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
+    self_k: list[torch.Tensor | None] = field(default_factory=list)
+    self_v: list[torch.Tensor | None] = field(default_factory=list)
     cross_kv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
+    capacity: int = 0  # positions to preallocate (search knows its length limit); a buffer grows if it must
+    length: int = 0
 
     @classmethod
-    def empty(cls, n_layers: int) -> DecoderCache:
-        return cls([None] * n_layers, [None] * n_layers)
+    def empty(cls, n_layers: int, capacity: int = 0) -> DecoderCache:
+        return cls([None] * n_layers, [None] * n_layers, [None] * n_layers, capacity)
 
-    @property
-    def length(self) -> int:
-        return 0 if self.self_kv[0] is None else self.self_kv[0][0].size(2)
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write the new positions' k, v (B, H, t, D/H) after the `length` cached ones (Transformer.decode
+        advances `length` once all layers have); return k, v of all positions, views (B, H, length+t, D/H)."""
+        end = self.length + k.size(2)
+        if self.self_k[layer] is None or end > self.self_k[layer].size(2):
+            self.self_k[layer] = self._grown(self.self_k[layer], k, end)
+            self.self_v[layer] = self._grown(self.self_v[layer], v, end)
+        self.self_k[layer][:, :, self.length:end] = k
+        self.self_v[layer][:, :, self.length:end] = v
+        return self.self_k[layer][:, :, :end], self.self_v[layer][:, :, :end]
+
+    def _grown(self, buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> torch.Tensor:
+        size = max(end, self.capacity, 2 * buffer.size(2) if buffer is not None else 0)
+        grown = new.new_empty(new.size(0), new.size(1), size, new.size(3))
+        if buffer is not None:
+            grown[:, :, :self.length] = buffer[:, :, :self.length]
+        return grown
 
     def select(self, index: torch.Tensor, cross_index: torch.Tensor | None = None) -> DecoderCache:
         """Keep self-attention rows `index` (reordered beams) and cross-attention rows `cross_index`
-        (None keeps them all: beams of one sentence share the source, so reordering them changes nothing)."""
-        def pick(kv, rows):
-            return None if kv is None or rows is None else (kv[0].index_select(0, rows), kv[1].index_select(0, rows))
-        cross = self.cross_kv if cross_index is None else [pick(kv, cross_index) for kv in self.cross_kv]
-        return DecoderCache([pick(kv, index) for kv in self.self_kv], cross)
+        (None keeps them all: beams of one sentence share the source, so reordering them changes nothing).
+        Only the filled positions of the self-attention buffers are copied."""
+        def rows(buffer):
+            if buffer is None:
+                return None
+            picked = buffer.new_empty(index.size(0), *buffer.shape[1:])
+            torch.index_select(buffer[:, :, :self.length], 0, index, out=picked[:, :, :self.length])
+            return picked
+        cross = self.cross_kv if cross_index is None else [
+            None if kv is None else (kv[0].index_select(0, cross_index), kv[1].index_select(0, cross_index))
+            for kv in self.cross_kv]
+        return DecoderCache([rows(k) for k in self.self_k], [rows(v) for v in self.self_v], cross, self.capacity,
+                            self.length)
 
 
 class DecoderLayer(nn.Module):
@@ -176,10 +203,7 @@ class DecoderLayer(nn.Module):
     def _self_attention(self, h, tgt_mask, cache, layer):
         q, k, v = self.self_attn.project_qkv(h)
         if cache is not None:
-            if cache.self_kv[layer] is not None:
-                k = torch.cat([cache.self_kv[layer][0], k], dim=2)
-                v = torch.cat([cache.self_kv[layer][1], v], dim=2)
-            cache.self_kv[layer] = (k, v)
+            k, v = cache.append(layer, k, v)
         # No mask given: causal over the positions fed (a cached step feeds one position, which may see all).
         return self.self_attn.attend(q, k, v, tgt_mask, causal=tgt_mask is None and h.size(1) > 1)
 
@@ -246,9 +270,12 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt_in, offset=cache.length if cache is not None else 0)
         for i, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, src_mask, tgt_mask, cache, i)
+        if cache is not None:
+            cache.length += tgt_in.size(1)
         x = self.decoder_norm(x)
-        weight = self.tgt_embed.tokens.weight if self.output is None else self.output.weight
-        return F.linear(x, weight)
+        if self.output is not None:
+            return self.output(x)  # a module call, so that an int8-quantized projection (mt.quantize) works too
+        return F.linear(x, self.tgt_embed.tokens.weight)
 
     def forward(self, src, src_mask, tgt_in, tgt_mask=None):
         return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)

@@ -1,10 +1,14 @@
-"""Decoding speed: greedy and beam 4, with and without the KV cache, on the shipped dev set.
+"""Decoding speed and quality on the shipped dev set: mt in float32 and int8, CTranslate2 in float32 and int8,
+greedy and beam 4, each setting in a fresh process.
 
-    python scripts/bench_decode.py [--checkpoint runs/demo/checkpoint_best.pt] [--limit N] [--device cpu]
+    python scripts/bench_decode.py --checkpoint runs/demo/checkpoint_best.pt [--limit N] [--threads 2]
 
-Without a checkpoint it uses a randomly initialised model of configs/demo.yaml's shape (a random model rarely
-stops early, so its outputs run to the length limit). Each setting runs in a fresh process so that its peak
-memory is its own: peak RSS on the CPU, torch.cuda.max_memory_allocated on a GPU.
+The checkpoint is exported once to CTranslate2 (float32, in a temporary directory); its int8 rows decode that
+export with int8 weights (`mt translate -c DIR --quantize int8`). Every row decodes through `mt translate`'s
+own code path (load_translator, then translate_lines in batches of `--batch-tokens`) with alpha 0.6 and
+max length = source + 50. `seconds` times decoding only, `process s` the whole process (start, imports and
+model loading included); target tokens are the output re-tokenized, EOS included; peak RSS is the process's.
+The last lines compare CTranslate2 float32 greedy with mt's greedy line by line (the export's equivalence).
 """
 
 from __future__ import annotations
@@ -14,54 +18,53 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = [("greedy", 1, True), ("greedy", 1, False), ("beam 4", 4, True), ("beam 4", 4, False)]
-
-
-def load(checkpoint: str | None, device: str):
-    import torch
-
-    from mt.config import load_config
-    from mt.model import build_model
-    from mt.tokenizer import train_tokenizer
-    from mt.translate import Translator, load_translator
-
-    if checkpoint:
-        return load_translator(checkpoint, device)
-    cfg = load_config(ROOT / "configs" / "demo.yaml")
-    lines = (ROOT / "data/ddtp-de-en/train.de").read_text(encoding="utf-8").splitlines()[:20000]
-    tok = train_tokenizer(lines, cfg.tokenizer)
-    torch.manual_seed(0)
-    model = build_model(cfg.model, len(tok), len(tok), True).to(device).eval()
-    return Translator(model, tok, tok, cfg)
+sys.path.insert(0, str(ROOT))  # this checkout's mt, whichever one is installed
+SETTINGS = [(engine, precision, beam) for beam in (1, 4)
+            for engine, precision in (("mt", "fp32"), ("mt", "int8"), ("ct2", "float32"), ("ct2", "int8"))]
 
 
 def run_one(args) -> dict:
     import torch
 
-    from mt.decode import translate_ids
+    torch.set_num_threads(args.threads)
+    from mt.translate import load_translator
 
-    tr = load(args.checkpoint, args.device)
+    tr = load_translator(args.model, args.device, "int8" if "int8" in args.precision else None)
     lines = (ROOT / "data/ddtp-de-en/dev.de").read_text(encoding="utf-8").splitlines()[: args.limit]
-    ids = tr.src_tokenizer.encode(lines)
-    if torch.cuda.is_available() and args.device != "cpu":
-        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     with torch.inference_mode():
-        hyps = translate_ids(tr.model, ids, beam_size=args.beam, alpha=0.6, max_len_a=1.0, max_len_b=50,
-                             batch_tokens=args.batch_tokens, use_cache=args.cache)
-    if torch.cuda.is_available() and args.device != "cpu":
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() / 2**20
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        hyps = tr.translate_lines(lines, beam_size=args.beam, alpha=0.6, max_len_a=1.0, max_len_b=50,
+                                  batch_tokens=args.batch_tokens)
     seconds = time.perf_counter() - start
-    tokens = sum(len(h[0].tokens) + 1 for h in hyps)
-    return {"sentences": len(ids), "seconds": seconds, "sent_per_s": len(ids) / seconds,
-            "tok_per_s": tokens / seconds, "peak_mib": peak}
+    texts = [h[0][0] for h in hyps]
+    tokens = [len(t) + 1 for t in tr.tgt_tokenizer.encode(texts)]
+    return {"sentences": len(lines), "seconds": seconds, "tokens": tokens, "texts": texts,
+            "scores": [h[0][1] for h in hyps], "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def child(args, model: str, precision: str, beam: int) -> dict:
+    command = [sys.executable, __file__, "--one", "--model", model, "--precision", precision, "--beam", str(beam),
+               "--device", args.device, "--batch-tokens", str(args.batch_tokens), "--threads", str(args.threads)]
+    command += ["--limit", str(args.limit)] if args.limit else []
+    start = time.perf_counter()
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr}")
+    return {**json.loads(out.stdout), "process_s": time.perf_counter() - start}
+
+
+def equivalence(mt: dict, ct2: dict) -> str:
+    same = sum(a == b for a, b in zip(mt["texts"], ct2["texts"]))
+    per_token = [abs(a - b) / n for a, b, n, x, y in zip(mt["scores"], ct2["scores"], mt["tokens"], mt["texts"],
+                                                         ct2["texts"]) if x == y]
+    return (f"CTranslate2 float32 greedy vs mt fp32 greedy: {same}/{len(mt['texts'])} identical lines "
+            f"({100 * same / len(mt['texts']):.1f}%); score difference on identical lines at most "
+            f"{max(per_token, default=0):.2g} per token (score / tokens)")
 
 
 def main():
@@ -70,30 +73,37 @@ def main():
     parser.add_argument("--limit", type=int, default=None, help="first N dev sentences (default: all 883)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--precision", help=argparse.SUPPRESS)
     parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--cache", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(args)))
         return
-    model = args.checkpoint or "random init, configs/demo.yaml shape"
-    print(f"model: {model}; device {args.device}; batch_tokens {args.batch_tokens}")
-    print("| search | cache | sentences | seconds | sentences/s | target tokens/s | peak memory (MiB) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    if not args.checkpoint:
+        parser.error("--checkpoint is required")
+    from mt.ct2 import export_ctranslate2
+    from mt.evaluate import score_corpus
+
+    refs = (ROOT / "data/ddtp-de-en/dev.en").read_text(encoding="utf-8").splitlines()[: args.limit]
+    print(f"model: {args.checkpoint}; device {args.device}, {args.threads} threads; batch_tokens {args.batch_tokens}")
+    print("| engine | weights | search | sentences | seconds | process s | sentences/s | target tokens/s | "
+          "peak RSS (MiB) | BLEU |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     results = {}
-    for name, beam, cache in SETTINGS:
-        command = [sys.executable, __file__, "--one", "--beam", str(beam), "--cache", str(int(cache)),
-                   "--device", args.device, "--batch-tokens", str(args.batch_tokens)]
-        command += ["--checkpoint", args.checkpoint] if args.checkpoint else []
-        command += ["--limit", str(args.limit)] if args.limit else []
-        r = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
-        results[(name, cache)] = r
-        print(f"| {name} | {'yes' if cache else 'no'} | {r['sentences']} | {r['seconds']:.1f} | "
-              f"{r['sent_per_s']:.1f} | {r['tok_per_s']:.0f} | {r['peak_mib']:.0f} |", flush=True)
-    for name in ("greedy", "beam 4"):
-        speedup = results[(name, False)]["seconds"] / results[(name, True)]["seconds"]
-        print(f"{name}: the cache is {speedup:.1f}x faster than recomputing the prefix")
+    with tempfile.TemporaryDirectory() as tmp:
+        exported = export_ctranslate2(args.checkpoint, Path(tmp) / "ct2")
+        for engine, precision, beam in SETTINGS:
+            r = child(args, str(exported) if engine == "ct2" else args.checkpoint, precision, beam)
+            results[engine, precision, beam] = r
+            bleu = score_corpus(r["texts"], refs, ["bleu"])["bleu"]["score"]
+            print(f"| {'mt' if engine == 'mt' else 'CTranslate2'} | {precision} | "
+                  f"{'greedy' if beam == 1 else f'beam {beam}'} | {r['sentences']} | {r['seconds']:.1f} | "
+                  f"{r['process_s']:.1f} | {r['sentences'] / r['seconds']:.1f} | "
+                  f"{sum(r['tokens']) / r['seconds']:.0f} | {r['peak_mib']:.0f} | {bleu:.2f} |", flush=True)
+    print(equivalence(results["mt", "fp32", 1], results["ct2", "float32", 1]))
 
 
 if __name__ == "__main__":

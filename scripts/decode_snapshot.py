@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's mt, whichever one is installed
 SETTINGS = {"greedy": dict(beam_size=1, nbest=1), "beam4": dict(beam_size=4, nbest=1),
             "beam4_nbest2": dict(beam_size=4, nbest=2)}
 

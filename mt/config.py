@@ -75,6 +75,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
+    tensorboard: bool = False  # also write the metrics.jsonl scalars to output_dir/tensorboard/ (needs mt[plot])
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,15 @@ def load_tensors(path: str | Path) -> dict:
 
 
 def load_checkpoint(path: str | Path) -> dict:
+    """A checkpoint dict; one saved before fused attention projections gets its model state upgraded and
+    `separate_qkv` set (it translates and averages, but its optimizer state no longer fits for resuming)."""
+    from mt.model import upgrade_state_dict
+
     ckpt = load_tensors(path)
     if ckpt.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an mt checkpoint")
+    if any(".q_proj." in name for name in ckpt["model"]):
+        ckpt = {**ckpt, "model": upgrade_state_dict(ckpt["model"]), "separate_qkv": True}
     return ckpt
 
 
@@ -89,7 +95,8 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
                 for k, v in total.items()}
     resume_only = ("optimizer", "scaler", "rng", "data_state", "bad_steps")
-    return {**{k: v for k, v in first.items() if k not in resume_only and k != "format"}, "model": averaged,
+    dropped = (*resume_only, "format", "separate_qkv")  # the averaged model is saved in today's layout
+    return {**{k: v for k, v in first.items() if k not in dropped}, "model": averaged,
             "averaged_from": [str(p) for p in paths]}
 
 

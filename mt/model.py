@@ -44,33 +44,53 @@ class Embedding(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head scaled dot-product attention (3.2.2) through torch's fused kernel."""
+    """Multi-head scaled dot-product attention (3.2.2) through torch's fused kernel.
+
+    W^Q, W^K and W^V are stacked in one (3D, D) `in_proj`, as in torch.nn.MultiheadAttention: self-attention
+    projects q, k and v in one matmul; cross-attention projects q from the decoder and k, v (one matmul) from
+    the memory.
+    """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
-        self.n_heads, self.d_head, self.dropout = n_heads, d_model // n_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
+        self.d_model, self.n_heads, self.d_head, self.dropout = d_model, n_heads, d_model // n_heads, dropout
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, D) -> (B, H, L, D/H)."""
         return x.view(x.size(0), x.size(1), self.n_heads, self.d_head).transpose(1, 2)
 
-    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, L, D) -> keys and values, each (B, H, L, D/H)."""
-        return self._split(self.k_proj(x)), self._split(self.v_proj(x))
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention: (B, L, D) -> q, k, v, each (B, H, L, D/H)."""
+        q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        return self._split(q), self._split(k), self._split(v)
 
-    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
-        """query (B, Lq, D), k/v (B, H, Lk, D/H), mask (B, 1, Lq|1, Lk) or None -> (B, Lq, D)."""
-        q = self._split(self.q_proj(query))
+    def project_q(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) -> queries (B, H, L, D/H), from the first D rows of `in_proj`."""
+        d = self.d_model
+        return self._split(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, D) -> keys and values, each (B, H, L, D/H), from the last 2D rows of `in_proj`."""
+        d = self.d_model
+        k, v = F.linear(x, self.in_proj.weight[d:], self.in_proj.bias[d:]).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+               causal: bool = False) -> torch.Tensor:
+        """q (B, H, Lq, D/H), k/v (B, H, Lk, D/H), mask (B, 1, Lq|1, Lk) or None -> (B, Lq, D).
+
+        `causal` masks later keys inside SDPA (no mask tensor, so it may pick its fastest kernel).
+        """
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-        return self.out_proj(out.transpose(1, 2).reshape(query.shape))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+        return self.out_proj(out.transpose(1, 2).flatten(2))
 
     def forward(self, query, key_value, mask):
-        return self.attend(query, *self.project_kv(key_value), mask)
+        if key_value is query:  # self-attention: one matmul for q, k and v
+            return self.attend(*self.project_qkv(query), mask)
+        return self.attend(self.project_q(query), *self.project_kv(key_value), mask)
 
 
 class FeedForward(nn.Module):
@@ -154,13 +174,14 @@ class DecoderLayer(nn.Module):
         return self.ffn_block(x, self.ffn)
 
     def _self_attention(self, h, tgt_mask, cache, layer):
-        k, v = self.self_attn.project_kv(h)
+        q, k, v = self.self_attn.project_qkv(h)
         if cache is not None:
             if cache.self_kv[layer] is not None:
                 k = torch.cat([cache.self_kv[layer][0], k], dim=2)
                 v = torch.cat([cache.self_kv[layer][1], v], dim=2)
             cache.self_kv[layer] = (k, v)
-        return self.self_attn.attend(h, k, v, tgt_mask)
+        # No mask given: causal over the positions fed (a cached step feeds one position, which may see all).
+        return self.self_attn.attend(q, k, v, tgt_mask, causal=tgt_mask is None and h.size(1) > 1)
 
     def _cross_attention(self, h, memory, src_mask, cache, layer):
         if cache is not None and cache.cross_kv[layer] is not None:
@@ -169,7 +190,7 @@ class DecoderLayer(nn.Module):
             k, v = self.cross_attn.project_kv(memory)
             if cache is not None:
                 cache.cross_kv[layer] = (k, v)
-        return self.cross_attn.attend(h, k, v, src_mask)
+        return self.cross_attn.attend(self.cross_attn.project_q(h), k, v, src_mask)
 
 
 class Transformer(nn.Module):
@@ -194,6 +215,9 @@ class Transformer(nn.Module):
         self._init_parameters()
 
     def _init_parameters(self):
+        # Xavier-uniform for every matrix, as torch.nn.Transformer. `in_proj` is initialised as one (3D, D)
+        # matrix like torch.nn.MultiheadAttention's, which gives W^Q, W^K, W^V each fairseq's Xavier gain
+        # 1/sqrt(2): a separate Xavier init per (D, D) matrix makes the initial attention logits twice as large.
         for name, p in self.named_parameters():
             if p.dim() > 1 and "tokens" not in name:
                 nn.init.xavier_uniform_(p)
@@ -212,9 +236,11 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.encoder_norm(x)
 
-    def decode(self, memory, src_mask, tgt_in, tgt_mask, cache: DecoderCache | None = None) -> torch.Tensor:
+    def decode(self, memory, src_mask, tgt_in, tgt_mask=None, cache: DecoderCache | None = None) -> torch.Tensor:
         """memory (B, S, D), tgt_in (B, T), tgt_mask (B, 1, T, T) or None -> logits (B, T, V).
 
+        Without `tgt_mask` the decoder is causal and ignores target padding: padding follows every real token,
+        so a real position never sees it, and the loss ignores the outputs at padded positions.
         With a cache, `tgt_in` holds only the new positions; the cache supplies the earlier ones.
         """
         x = self.tgt_embed(tgt_in, offset=cache.length if cache is not None else 0)
@@ -224,12 +250,22 @@ class Transformer(nn.Module):
         weight = self.tgt_embed.tokens.weight if self.output is None else self.output.weight
         return F.linear(x, weight)
 
-    def forward(self, src, src_mask, tgt_in, tgt_mask):
+    def forward(self, src, src_mask, tgt_in, tgt_mask=None):
         return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> Transformer:
     return Transformer(cfg, src_vocab, tgt_vocab, joint_vocab)
+
+
+def upgrade_state_dict(state: dict) -> dict:
+    """A model state from before fused projections (separate q_proj, k_proj, v_proj) in today's layout."""
+    state = dict(state)
+    for q_name in [k for k in state if k.endswith(".q_proj.weight") or k.endswith(".q_proj.bias")]:
+        prefix, kind = q_name.rsplit(".q_proj.", 1)
+        parts = [state.pop(f"{prefix}.{name}.{kind}") for name in ("q_proj", "k_proj", "v_proj")]
+        state[f"{prefix}.in_proj.{kind}"] = torch.cat(parts)
+    return state
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -310,6 +310,9 @@ def _save_step(cfg, rt, model, optimizer, scaler, stream, state, data, keep_step
 
 def _resume(path, cfg, model, optimizer, scaler, stream, state, rt) -> None:
     ckpt = load_checkpoint(path)
+    if ckpt.get("separate_qkv"):
+        raise CheckpointError(f"{path}: saved by an older mt (separate Q, K, V projections); it still translates "
+                              "and averages, but its optimizer state cannot resume: pass --restart to start over")
     _check_compatible(ckpt["config"], cfg, path)
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])

@@ -8,7 +8,7 @@ from torch import nn
 
 from mt.config import ModelConfig
 from mt.masks import padding_mask, subsequent_mask, target_mask
-from mt.model import DecoderCache, MultiHeadAttention, build_model, sinusoidal_positions
+from mt.model import DecoderCache, MultiHeadAttention, build_model, sinusoidal_positions, upgrade_state_dict
 from mt.tokenizer import BOS, PAD
 
 VOCAB = 50
@@ -58,8 +58,8 @@ def _reference(model, norm):
 
 def _copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention):
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.in_proj_weight.copy_(ours.in_proj.weight)
+        theirs.in_proj_bias.copy_(ours.in_proj.bias)
         theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
 
 
@@ -192,3 +192,61 @@ def test_attention_passes_gradcheck_in_float64():
     memory = torch.randn(2, 4, 8, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, True, True, False], [True, True, False, False]])[:, None, None, :]
     assert torch.autograd.gradcheck(lambda q, m: attention(q, m, mask), (query, memory))
+
+
+def test_without_a_target_mask_the_decoder_is_causal_and_ignores_padding():
+    """Training passes no target mask (SDPA's is_causal): real positions equal the explicit-mask result."""
+    model = _model()
+    src, tgt = _batch()
+    with torch.no_grad():
+        explicit = model(src, padding_mask(src), tgt, target_mask(tgt))
+        implicit = model(src, padding_mask(src), tgt)
+    real = tgt != PAD
+    assert (explicit - implicit)[real].abs().max() < 1e-5
+
+
+def test_no_gradient_reaches_padded_target_positions_without_a_mask():
+    model = _model().train()
+    src, tgt = _batch()
+    embedded = {}
+
+    def keep(module, inputs, output):
+        output.retain_grad()
+        embedded["tgt"] = output
+    model.tgt_embed.register_forward_hook(keep)
+    logits = model(src, padding_mask(src), tgt)
+    logits[tgt != PAD].logsumexp(-1).sum().backward()
+    grad = embedded["tgt"].grad
+    assert grad[tgt == PAD].abs().max() == 0 and grad[tgt != PAD].abs().max() > 0
+
+
+def test_q_k_v_start_at_the_scale_of_torch_multihead_attention():
+    """in_proj is Xavier-initialised as one (3D, D) matrix, like nn.MultiheadAttention (fairseq: gain 1/sqrt 2)."""
+    torch.manual_seed(0)
+    d = 256
+    ours = MultiHeadAttention(d, 4)
+    build = build_model(ModelConfig(d_model=d, d_ff=512, n_heads=4, n_layers=1), VOCAB, VOCAB, True)
+    theirs = nn.MultiheadAttention(d, 4)
+    bound = math.sqrt(6 / (d + 3 * d))
+    for weight in (build.encoder_layers[0].self_attn.in_proj.weight, theirs.in_proj_weight):
+        assert weight.abs().max() <= bound
+        assert weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.02)
+    assert ours.in_proj.weight.shape == (3 * d, d)
+
+
+def test_a_state_with_separate_q_k_v_projections_loads_with_identical_outputs():
+    model = _model()
+    old = {}
+    for name, value in model.state_dict().items():
+        if ".in_proj." in name:
+            prefix, kind = name.split(".in_proj.")
+            for part, chunk in zip(("q_proj", "k_proj", "v_proj"), value.chunk(3)):
+                old[f"{prefix}.{part}.{kind}"] = chunk.clone()
+        else:
+            old[name] = value
+    fresh = _model()
+    torch.nn.init.zeros_(fresh.encoder_layers[0].self_attn.in_proj.weight)
+    fresh.load_state_dict(upgrade_state_dict(old))
+    src, tgt = _batch()
+    with torch.no_grad():
+        assert torch.equal(fresh(src, padding_mask(src), tgt), model(src, padding_mask(src), tgt))

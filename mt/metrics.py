@@ -62,14 +62,17 @@ def _is_number(value) -> bool:
 
 
 class TensorBoardLog:
-    """Writes each metrics row as TensorBoard scalars `split/key` (e.g. `train/loss`, `dev/bleu`) at its step."""
+    """Writes each metrics row as TensorBoard scalars `split/key` (e.g. `train/loss`, `dev/bleu`) at its step.
 
-    def __init__(self, folder: str | Path):
+    On resume from `step`, events logged after it are hidden (`purge_step`), as metrics.jsonl drops its rows.
+    """
+
+    def __init__(self, folder: str | Path, step: int = 0):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # torch raises this when the tensorboard package is missing
             raise MtError("train.tensorboard needs tensorboard: pip install 'mt[plot]'") from None
-        self.writer = SummaryWriter(log_dir=str(folder))
+        self.writer = SummaryWriter(log_dir=str(folder), purge_step=step + 1 if step else None)
 
     def add(self, row: dict) -> None:
         for key, value in row.items():

@@ -6,6 +6,8 @@ positions at dpi 100). Drawing uses the Agg backend (no display needed) unless a
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,12 +146,15 @@ def _pyplot(output, show: bool):
         import matplotlib
     except ImportError:
         raise MtError("mt plot needs matplotlib: pip install 'mt[plot]'") from None
+    no_display = MtError("--show needs a display; write a file with -o FILE instead")
     if not show:
         matplotlib.use("Agg")
+    elif sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise no_display  # before matplotlib probes for one (which prints its own complaints)
     import matplotlib.pyplot as plt
 
     if show and plt.get_backend().lower() in ("agg", "svg", "pdf", "ps", "cairo", "template"):
-        raise MtError("--show needs a display; write a file with -o FILE instead")
+        raise no_display
     return plt
 
 

@@ -23,6 +23,7 @@ from mt.data import BatchStream, Corpus, PreparedData, collate, load_prepared, p
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
+from mt.metrics import TensorBoardLog
 from mt.model import Transformer, build_model, count_parameters
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
 from mt.tokenizer import PAD
@@ -114,8 +115,13 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
         f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(batches)} batches per epoch, "
         f"padding {padding_fraction(data.train, batches):.1%}")
     wrapped = DistributedDataParallel(model) if rt.distributed else model
-    with StopRequested() as stop:
-        _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say)
+    board = TensorBoardLog(out / "tensorboard", state.step) if cfg.train.tensorboard and rt.is_main else None
+    try:
+        with StopRequested() as stop:
+            _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say, board)
+    finally:
+        if board is not None:
+            board.close()
     return last
 
 
@@ -139,7 +145,7 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
     return data if rt.is_main else load_prepared(cfg)
 
 
-def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say):
+def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say, board):
     out, tc = Path(cfg.output_dir), cfg.train
     window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "time": time.perf_counter()}
     bar = tqdm(total=tc.max_steps, initial=state.step, disable=not (rt.is_main and is_terminal()),
@@ -164,10 +170,10 @@ def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop,
         window["tokens"] += tokens
         bar.update(1)
         if state.step % tc.log_every == 0 or state.step == tc.max_steps:
-            _log_train(out, rt, state, lr, window, bar, say)
+            _log_train(out, rt, state, lr, window, bar, say, board)
         evaluated = state.step % tc.eval_every == 0 or state.step == tc.max_steps
         if evaluated and data.dev is not None:
-            bleu = _evaluate(cfg, rt, model, data, state, say)
+            bleu = _evaluate(cfg, rt, model, data, state, say, board)
             if rt.is_main and bleu > state.best_bleu:
                 state.best_bleu = bleu
                 _save(out / "checkpoint_best.pt", cfg, model, optimizer, scaler, stream, state, data)
@@ -212,7 +218,7 @@ def _update(cfg, rt, model, wrapped, optimizer, scaler, stream) -> tuple[float, 
     return loss_sum, nll_sum, int(total_tokens)
 
 
-def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: dict, bar, say) -> None:
+def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: dict, bar, say, board) -> None:
     now = time.perf_counter()
     tokens = max(window["tokens"], 1)
     row = {"step": state.step, "split": "train", "loss": round(window["loss"] / tokens, 4),
@@ -222,7 +228,7 @@ def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: dic
     window.update(loss=0.0, nll=0.0, tokens=0, time=now)
     if not rt.is_main:
         return
-    _append_metrics(out, row)
+    _append_metrics(out, row, board)
     if bar.disable:
         say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
             f"{row['tokens_per_s']:.0f} tok/s")
@@ -230,9 +236,11 @@ def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: dic
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
 
 
-def _append_metrics(out: Path, row: dict) -> None:
+def _append_metrics(out: Path, row: dict, board: TensorBoardLog | None) -> None:
     with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
+    if board is not None:
+        board.add(row)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -258,7 +266,8 @@ def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> t
     return nll_sum / max(tokens, 1), tokens
 
 
-def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say) -> float:
+def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say,
+              board: TensorBoardLog | None) -> float:
     """Dev loss, perplexity and greedy BLEU on rank 0 (the others wait); returns BLEU (-1 on other ranks)."""
     bleu = -1.0
     if rt.is_main:
@@ -273,7 +282,7 @@ def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, 
         model.train()
         row = {"step": state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
                "bleu": bleu, "eval_s": round(time.perf_counter() - start, 1)}
-        _append_metrics(Path(cfg.output_dir), row)
+        _append_metrics(Path(cfg.output_dir), row, board)
         say(f"step {state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f} "
             f"(greedy, {row['eval_s']}s)")
     rt.barrier()

@@ -152,6 +152,34 @@ def average(
     _warn(f"averaged {len(paths)} checkpoints into {output}")
 
 
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers (ratios against a reference).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("train")
+def bench_train(config: Path, set_: SetOption = None,
+                steps: Annotated[int, typer.Option(min=1, help="Timed updates per side.")] = 50,
+                warmup: Annotated[int, typer.Option(min=0, help="Untimed updates per side first.")] = 5,
+                compile_: Annotated[bool, typer.Option("--compile", help="torch.compile both sides.")] = False,
+                as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False):
+    """mt's training step against a plain PyTorch loop of the same size, on the same batches."""
+    from mt.bench import bench_train as run_bench
+    from mt.config import load_config
+
+    overrides = [*(set_ or []), *(["train.compile=true"] if compile_ else [])]
+    result = run_bench(load_config(config, overrides), steps=steps, warmup=warmup, log=_warn)
+    if as_json:
+        print(json.dumps(result))
+        return
+    for side, prefix in (("mt", ""), ("reference", "reference_")):
+        print(f"{side:>9}: {result[prefix + 'tokens_per_s']:>10.0f} target tokens/s  "
+              f"{result[prefix + 'step_ms']:>8.1f} ms/step  {result[prefix + 'tflops']:.3f} TFLOP/s  "
+              f"mfu {result[prefix + 'mfu']:.1%}")
+    print(f"    ratio: {result['ratio']:.3f}  host {result['host_ms_per_step']:.2f} ms/step  peak "
+          f"{result['peak_tflops']:.2f} TFLOP/s  memory {result['peak_memory_mb']:.0f} MB  "
+          f"({result['device']}, {result['precision']}, compile {result['compile']})")
+
+
 @app.command()
 def info(path: Path, set_: SetOption = None):
     """Print the architecture and the exact parameter count of a config or a checkpoint."""

@@ -30,6 +30,7 @@ class DataConfig:
     train_split: str = "train"
     dev_split: str = "validation"
     max_len: int = 256  # subword tokens per side; longer training pairs are skipped and counted
+    pad_to_multiple: int = 8  # batch lengths rounded up to a multiple of this, so shapes repeat
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
+    compile: bool = False  # torch.compile the model for training
     tensorboard: bool = False  # also write the metrics.jsonl scalars to output_dir/tensorboard/ (needs mt[plot])
 
 
@@ -235,7 +237,7 @@ def _validate(cfg: Config, source: str) -> None:
                        ("train.save_every", t.save_every), ("train.max_bad_steps", t.max_bad_steps),
                        ("decode.beam_size", d.beam_size), ("decode.batch_tokens", d.batch_tokens),
                        ("tokenizer.max_sentences", k.max_sentences),
-                       ("data.max_len", cfg.data.max_len)]:
+                       ("data.max_len", cfg.data.max_len), ("data.pad_to_multiple", cfg.data.pad_to_multiple)]:
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
     if m.d_model % m.n_heads:

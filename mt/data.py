@@ -1,4 +1,4 @@
-"""Parallel text in, token-bucketed padded batches out.
+"""Parallel text in, an encoded corpus out (batching is in mt/batching.py).
 
 `prepare_data` trains the tokenizer and encodes the corpus once into `output_dir/data/`; later runs reuse it.
 """
@@ -15,8 +15,7 @@ import torch
 from mt.checkpoint import atomic_save, atomic_write_text, load_tensors
 from mt.config import Config, DataConfig, config_to_dict
 from mt.errors import DataError
-from mt.masks import padding_mask, target_mask
-from mt.tokenizer import BOS, EOS, PAD, Tokenizer, train_tokenizer
+from mt.tokenizer import Tokenizer, train_tokenizer
 
 
 # ---------------------------------------------------------------- reading text
@@ -221,107 +220,3 @@ def load_prepared(cfg: Config) -> PreparedData:
     dev = Corpus(**blob["dev"]) if blob["dev"] else None
     return PreparedData(src_tok, tgt_tok, Corpus(**blob["train"]), dev, blob["dev_src"], blob["dev_ref"],
                         blob["stats"])
-
-
-# ---------------------------------------------------------------- batching
-
-
-def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
-    """Group indices, sorted by length, so that (batch size x longest length) <= batch_tokens.
-
-    A single item longer than `batch_tokens` gets a batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    batches, current, longest = [], [], 0
-    for i in order:
-        new_longest = max(longest, lengths[i])
-        if current and new_longest * (len(current) + 1) > batch_tokens:
-            batches.append(current)
-            current, new_longest = [], lengths[i]
-        current.append(i)
-        longest = new_longest
-    if current:
-        batches.append(current)
-    return batches
-
-
-def training_batches(corpus: Corpus, batch_tokens: int) -> list[list[int]]:
-    """Token-bucketed batches; the cost of a pair is its longer side including BOS/EOS."""
-    return token_batches(corpus.costs().tolist(), batch_tokens)
-
-
-def padding_fraction(corpus: Corpus, batches: list[list[int]]) -> float:
-    """Share of padded positions in the source and target tensors of `batches`."""
-    src_len, tgt_len = corpus.src_lengths() + 1, corpus.tgt_lengths() + 1
-    padded = real = 0
-    for b in batches:
-        idx = torch.tensor(b)
-        for lens in (src_len[idx], tgt_len[idx]):
-            padded += int(lens.max()) * len(b)
-            real += int(lens.sum())
-    return 1.0 - real / padded if padded else 0.0
-
-
-@dataclass
-class Batch:
-    src: torch.Tensor  # (B, S) source ids + EOS, PAD-padded
-    tgt_in: torch.Tensor  # (B, T) BOS + target ids
-    tgt_out: torch.Tensor  # (B, T) target ids + EOS
-    src_mask: torch.Tensor  # (B, 1, 1, S)
-    tgt_mask: torch.Tensor  # (B, 1, T, T)
-
-    @property
-    def n_tokens(self) -> int:
-        return int((self.tgt_out != PAD).sum())
-
-    def to(self, device) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) for t in
-                       (self.src, self.tgt_in, self.tgt_out, self.src_mask, self.tgt_mask)))
-
-
-def pad_sequences(seqs: list[torch.Tensor]) -> torch.Tensor:
-    return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True, padding_value=PAD)
-
-
-def collate(corpus: Corpus, indices: list[int]) -> Batch:
-    bos, eos = torch.tensor([BOS]), torch.tensor([EOS])
-    pairs = [corpus.pair(i) for i in indices]
-    src = pad_sequences([torch.cat([s.long(), eos]) for s, _ in pairs])
-    tgt_in = pad_sequences([torch.cat([bos, t.long()]) for _, t in pairs])
-    tgt_out = pad_sequences([torch.cat([t.long(), eos]) for _, t in pairs])
-    return Batch(src, tgt_in, tgt_out, padding_mask(src), target_mask(tgt_in))
-
-
-class BatchStream:
-    """Endless batches: each epoch shuffles the fixed batches from (seed, epoch); rank r takes every world-th.
-
-    `state()` / `load_state()` give the exact position so a resumed run sees the same batches.
-    """
-
-    def __init__(self, corpus: Corpus, batches: list[list[int]], seed: int, rank: int = 0, world: int = 1):
-        if len(batches) < world:
-            raise DataError(f"only {len(batches)} batches for {world} processes; lower train.batch_tokens")
-        self.corpus, self.batches, self.seed, self.rank, self.world = corpus, batches, seed, rank, world
-        self.epoch, self.position = 1, 0
-        self._order = self._epoch_order()
-
-    def _epoch_order(self) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(len(self.batches), generator=generator).tolist()
-        per_rank = len(order) // self.world
-        return order[self.rank::self.world][:per_rank]
-
-    def next_batch(self) -> Batch:
-        if self.position >= len(self._order):
-            self.epoch, self.position = self.epoch + 1, 0
-            self._order = self._epoch_order()
-        batch = collate(self.corpus, self.batches[self._order[self.position]])
-        self.position += 1
-        return batch
-
-    def state(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state(self, state: dict) -> None:
-        self.epoch, self.position = state["epoch"], state["position"]
-        self._order = self._epoch_order()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mt.data import pad_sequences, token_batches
+from mt.batching import pad_sequences, token_batches
 from mt.masks import padding_mask, target_mask
 from mt.model import DecoderCache, Transformer
 from mt.tokenizer import BOS, EOS, Tokenizer

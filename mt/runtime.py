@@ -38,13 +38,11 @@ class Runtime:
         if self.distributed:
             dist.barrier()
 
-    def sum(self, values: list[float]) -> list[float]:
-        """Element-wise sum over all processes (identity when alone)."""
-        if not self.distributed:
-            return values
-        t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(t)
-        return t.tolist()
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Element-wise sum of a device tensor over all processes (identity when alone); no host read."""
+        if self.distributed:
+            dist.all_reduce(values)
+        return values
 
 
 def pick_device(name: str) -> torch.device:
@@ -62,7 +60,12 @@ def setup_runtime(cfg: TrainConfig, log=print) -> Runtime:
     rank = int(os.environ.get("RANK", "0"))
     if world > 1:
         if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            local_rank, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+            if local_rank >= gpus:
+                local_world = os.environ.get("LOCAL_WORLD_SIZE", "more")
+                raise ConfigError(f"torchrun started {local_world} processes on this machine but it has {gpus} "
+                                  f"GPU(s): use --nproc_per_node {gpus}, or train.device=cpu")
+            device = torch.device("cuda", local_rank)
             torch.cuda.set_device(device)
         if not dist.is_initialized():
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo")

@@ -17,12 +17,13 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, step_checkpoints
-from mt.config import Config, config_to_dict, save_config
-from mt.data import BatchStream, Corpus, PreparedData, collate, load_prepared, padding_fraction, prepare_data, \
-    token_batches, training_batches
+from mt.config import Config, TrainConfig, config_to_dict, save_config
+from mt.batching import BatchStream, Prefetcher, collate, padding_fraction, token_batches, training_batches
+from mt.data import Corpus, PreparedData, load_prepared, prepare_data
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
+from mt.flops import matmul_peak_flops, training_flops
 from mt.metrics import TensorBoardLog
 from mt.model import Transformer, build_model, count_parameters
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
@@ -94,11 +95,11 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
     torch.manual_seed(cfg.train.seed)  # same initial weights on every rank
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
     model.to(rt.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(cfg.train.adam_beta1, cfg.train.adam_beta2),
-                                 eps=cfg.train.adam_eps)
+    optimizer = make_optimizer(model, cfg.train)
     scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
+    pad = cfg.data.pad_to_multiple
     batches = training_batches(data.train, cfg.train.batch_tokens)
-    stream = BatchStream(data.train, batches, cfg.train.seed, rt.rank, rt.world)
+    stream = BatchStream(data.train, batches, cfg.train.seed, rt.rank, rt.world, pad)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
     state = TrainState()
     last = out / "checkpoint_last.pt"
@@ -113,16 +114,35 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
         save_config(cfg, out / "config.yaml")
     say(f"model: {count_parameters(model):,} parameters; device {rt.device}"
         f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(batches)} batches per epoch, "
-        f"padding {padding_fraction(data.train, batches):.1%}")
-    wrapped = DistributedDataParallel(model) if rt.distributed else model
+        f"padding {padding_fraction(data.train, batches, pad):.1%}{'; compiling the model' if cfg.train.compile else ''}")
+    step_model = training_model(model, cfg.train, rt)
+    ahead = Prefetcher(stream, rt.device)
     board = TensorBoardLog(out / "tensorboard", state.step) if cfg.train.tensorboard and rt.is_main else None
     try:
         with StopRequested() as stop:
-            _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say, board)
+            _loop(cfg, rt, model, step_model, optimizer, scaler, ahead, state, data, stop, say, board)
     finally:
+        ahead.close()
         if board is not None:
             board.close()
     return last
+
+
+def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.Adam:
+    """Adam with the paper's betas and epsilon (section 5.3). Fused: one kernel updates every parameter, and
+    it can skip a non-finite update on the device (`found_inf`, as under GradScaler) without a host read."""
+    return torch.optim.Adam(model.parameters(), lr=0.0, betas=(tc.adam_beta1, tc.adam_beta2), eps=tc.adam_eps,
+                            fused=True)
+
+
+def training_model(model: torch.nn.Module, tc: TrainConfig, rt: Runtime) -> torch.nn.Module:
+    """What the loop calls: the model, wrapped in DDP under torchrun, compiled with `train.compile`.
+
+    torch.compile specialises on the first batch shape and recompiles once with dynamic shapes when a second
+    shape arrives, so a run compiles about two graphs, not one per batch shape.
+    """
+    wrapped = DistributedDataParallel(model) if rt.distributed else model
+    return torch.compile(wrapped) if tc.compile else wrapped
 
 
 def _set_aside_previous_run(out: Path, say) -> None:
@@ -145,17 +165,19 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
     return data if rt.is_main else load_prepared(cfg)
 
 
-def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop, say, board):
+def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, stop, say, board):
     out, tc = Path(cfg.output_dir), cfg.train
-    window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "time": time.perf_counter()}
+    window = Window(rt.device, matmul_peak_flops(rt.device, rt.autocast_dtype or torch.float32))
     bar = tqdm(total=tc.max_steps, initial=state.step, disable=not (rt.is_main and is_terminal()),
                dynamic_ncols=True, unit="step")
     while state.step < tc.max_steps and stop.signal_name is None:
         lr = noam_lr(state.step + 1, cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss, nll, tokens = _update(cfg, rt, model, wrapped, optimizer, scaler, stream)
-        if not math.isfinite(loss):
+        sums, flops, skipped = _update(cfg, rt, model, step_model, optimizer, scaler, batches)
+        # The one host read of a step: whether the device skipped the update. It comes after the update is
+        # queued, so the device never waits for the host; the loss sums stay on the device until a log line.
+        if bool(skipped):
             state.bad_steps += 1
             state.skipped_updates += 1
             say(f"step {state.step + 1}: non-finite loss, update skipped ({state.bad_steps} in a row)")
@@ -165,9 +187,7 @@ def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop,
             continue
         state.bad_steps = 0
         state.step += 1
-        window["loss"] += loss
-        window["nll"] += nll
-        window["tokens"] += tokens
+        window.add(sums, flops)
         bar.update(1)
         if state.step % tc.log_every == 0 or state.step == tc.max_steps:
             _log_train(out, rt, state, lr, window, bar, say, board)
@@ -176,64 +196,95 @@ def _loop(cfg, rt, model, wrapped, optimizer, scaler, stream, state, data, stop,
             bleu = _evaluate(cfg, rt, model, data, state, say, board)
             if rt.is_main and bleu > state.best_bleu:
                 state.best_bleu = bleu
-                _save(out / "checkpoint_best.pt", cfg, model, optimizer, scaler, stream, state, data)
+                _save(out / "checkpoint_best.pt", cfg, model, optimizer, scaler, batches, state, data)
         if state.step % tc.save_every == 0 or state.step == tc.max_steps:
-            _save_step(cfg, rt, model, optimizer, scaler, stream, state, data)
+            _save_step(cfg, rt, model, optimizer, scaler, batches, state, data)
     bar.close()
     if stop.signal_name is not None:
-        _save_step(cfg, rt, model, optimizer, scaler, stream, state, data, keep_step_file=False)
+        _save_step(cfg, rt, model, optimizer, scaler, batches, state, data, keep_step_file=False)
         say(f"{stop.signal_name}: saved {out / 'checkpoint_last.pt'} at step {state.step}; "
             "run the same command again to resume")
 
 
-def _update(cfg, rt, model, wrapped, optimizer, scaler, stream) -> tuple[float, float, int]:
-    """One optimizer update over `accum_steps` batches -> (smoothed loss, NLL, target tokens) summed on all ranks.
+def _update(cfg, rt, model, step_model, optimizer, scaler, batches) -> tuple[torch.Tensor, float, torch.Tensor]:
+    """One optimizer update over `accum_steps` batches -> (device tensor [smoothed loss, NLL, target tokens]
+    summed on all ranks, this rank's FLOPs, device bool: the update was skipped for a non-finite loss).
 
     Gradients are of the loss per target token over the whole update (summed, then divided by the token count).
     """
     tc = cfg.train
-    micro = [stream.next_batch().to(rt.device) for _ in range(tc.accum_steps)]
+    micro = [batches.next_batch() for _ in range(tc.accum_steps)]
     n_tokens = sum(b.n_tokens for b in micro)
-    loss_sum = nll_sum = 0.0
+    sums = torch.zeros(3, device=rt.device)
+    sums[2] = n_tokens
     for i, batch in enumerate(micro):
         sync = i == len(micro) - 1 or not rt.distributed
-        with (contextlib.nullcontext() if sync else wrapped.no_sync()), rt.autocast():
-            logits = wrapped(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)
+        with (contextlib.nullcontext() if sync else step_model.no_sync()), rt.autocast():
+            logits = step_model(batch.src, batch.src_mask, batch.tgt_in)
             loss, nll = label_smoothed_loss(logits, batch.tgt_out, tc.label_smoothing)
         scaler.scale(loss / n_tokens).backward()
-        loss_sum += loss.item()
-        nll_sum += nll.item()
-    loss_sum, nll_sum, total_tokens = rt.sum([loss_sum, nll_sum, float(n_tokens)])
-    if not math.isfinite(loss_sum):
-        optimizer.zero_grad(set_to_none=True)
-        if scaler.is_enabled():
-            scaler.update(scaler.get_scale() / 2)
-        return float("nan"), float("nan"), 0
+        sums[:2] += torch.stack([loss.detach(), nll.detach()])
+    sums = rt.sum(sums)
+    skipped = ~torch.isfinite(sums[0])
+    _apply_update(tc, model, optimizer, scaler, skipped)
+    flops = sum(training_flops(cfg.model, model.tgt_embed.tokens.num_embeddings, b.src_lengths, b.tgt_lengths)
+                for b in micro)
+    return sums, flops, skipped
+
+
+def _apply_update(tc: TrainConfig, model, optimizer, scaler, skip: torch.Tensor) -> None:
+    """Clip (optional) and step. With a non-finite loss the fused optimizer leaves parameters and moments
+    untouched (`found_inf`); under fp16 the GradScaler does the same for overflowing gradients and backs off."""
     if tc.clip_norm > 0:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
-    scaler.step(optimizer)
-    scaler.update()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm, foreach=True)
+    if scaler.is_enabled():
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.found_inf = skip.float()
+        optimizer.step()
+        del optimizer.found_inf
     optimizer.zero_grad(set_to_none=True)
-    return loss_sum, nll_sum, int(total_tokens)
 
 
-def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: dict, bar, say, board) -> None:
-    now = time.perf_counter()
-    tokens = max(window["tokens"], 1)
-    row = {"step": state.step, "split": "train", "loss": round(window["loss"] / tokens, 4),
-           "nll": round(window["nll"] / tokens, 4), "ppl": round(math.exp(min(window["nll"] / tokens, 50)), 2),
-           "lr": lr, "tokens_per_s": round(window["tokens"] / max(now - window["time"], 1e-9), 1),
-           "skipped_updates": state.skipped_updates}
-    window.update(loss=0.0, nll=0.0, tokens=0, time=now)
+class Window:
+    """Sums since the last log line: losses and tokens on the device (read once per line), FLOPs and time."""
+
+    def __init__(self, device: torch.device, peak_flops: float):
+        self.device, self.peak_flops = device, peak_flops
+        self.reset(time.perf_counter())
+
+    def reset(self, now: float) -> None:
+        self.sums, self.flops, self.start = torch.zeros(3, device=self.device), 0.0, now
+
+    def add(self, sums: torch.Tensor, flops: float) -> None:
+        self.sums += sums
+        self.flops += flops
+
+    def row(self) -> dict:
+        """The metrics of the window (reads the device once), then starts a new window."""
+        now = time.perf_counter()
+        loss, nll, tokens = self.sums.tolist()
+        seconds, tokens = max(now - self.start, 1e-9), max(tokens, 1.0)
+        row = {"loss": round(loss / tokens, 4), "nll": round(nll / tokens, 4),
+               "ppl": round(math.exp(min(nll / tokens, 50)), 2), "tokens_per_s": round(tokens / seconds, 1),
+               "mfu": round(self.flops / seconds / self.peak_flops, 4)}
+        self.reset(now)
+        return row
+
+
+def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: Window, bar, say, board) -> None:
+    row = {"step": state.step, "split": "train", **window.row(), "lr": lr, "skipped_updates": state.skipped_updates}
     if not rt.is_main:
         return
     _append_metrics(out, row, board)
     if bar.disable:
         say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
-            f"{row['tokens_per_s']:.0f} tok/s")
+            f"{row['tokens_per_s']:.0f} tok/s mfu {row['mfu']:.1%}")
     else:
-        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}")
+        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}",
+                        mfu=f"{row['mfu']:.1%}")
 
 
 def _append_metrics(out: Path, row: dict, board: TensorBoardLog | None) -> None:
@@ -257,13 +308,13 @@ def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> t
     and the token count."""
     lengths = corpus.costs().tolist()
     fits = [i for i, n in enumerate(lengths) if n <= model.cfg.max_positions]
-    nll_sum, tokens = 0.0, 0
+    nll_sum, tokens = torch.zeros((), device=device), 0
     for batch_of_fits in token_batches([lengths[i] for i in fits], batch_tokens):
         batch = collate(corpus, [fits[j] for j in batch_of_fits]).to(device)
-        logits = model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)
-        nll_sum += label_smoothed_loss(logits, batch.tgt_out, 0.0)[1].item()
+        logits = model(batch.src, batch.src_mask, batch.tgt_in)
+        nll_sum += label_smoothed_loss(logits, batch.tgt_out, 0.0)[1]
         tokens += batch.n_tokens
-    return nll_sum / max(tokens, 1), tokens
+    return nll_sum.item() / max(tokens, 1), tokens
 
 
 def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say,

@@ -1,8 +1,9 @@
 import torch
 
 from mt.config import TokenizerConfig, load_config
-from mt.data import BatchStream, collate, encode_corpus, load_prepared, prepare_data, read_parallel, \
-    token_batches, training_batches
+from mt.batching import BatchStream, collate, token_batches, training_batches
+from mt.data import encode_corpus, load_prepared, prepare_data, read_parallel
+from mt.masks import target_mask
 from mt.tokenizer import BOS, EOS, PAD, UNK, train_tokenizer
 from tests.conftest import DATA, TINY, tiny_overrides
 
@@ -52,11 +53,12 @@ def test_collate_builds_teacher_forcing_pairs_and_matching_masks(tmp_path):
     assert batch.src[0, len(src_ids)] == EOS
     B, S = batch.src.shape
     T = batch.tgt_in.size(1)
-    assert batch.src_mask.shape == (B, 1, 1, S) and batch.tgt_mask.shape == (B, 1, T, T)
+    tgt_mask = target_mask(batch.tgt_in)
+    assert batch.src_mask.shape == (B, 1, 1, S) and tgt_mask.shape == (B, 1, T, T)
     assert torch.equal(batch.src_mask[:, 0, 0], batch.src != PAD)
     for t in range(T):  # row t may see real keys at positions <= t, nothing else
         allowed = (batch.tgt_in != PAD) & (torch.arange(T) <= t)
-        assert torch.equal(batch.tgt_mask[:, 0, t], allowed)
+        assert torch.equal(tgt_mask[:, 0, t], allowed)
     assert batch.n_tokens == int((batch.tgt_out != PAD).sum())
     real = max(batch.src.size(1), batch.tgt_in.size(1)) * B
     assert real <= 512

@@ -11,7 +11,7 @@ def test_tiny_training_lowers_the_loss_and_writes_everything(trained_tiny):
     rows = read_metrics(trained_tiny)
     assert [r["step"] for r in rows] == [10, 20, 30, 40, 50, 60]
     assert rows[-1]["loss"] < rows[0]["loss"]
-    assert all({"loss", "lr", "tokens_per_s"} <= r.keys() for r in rows)
+    assert all({"loss", "lr", "tokens_per_s", "mfu"} <= r.keys() and 0 < r["mfu"] < 1 for r in rows)
     dev = read_metrics(trained_tiny, "dev")
     assert dev and {"loss", "ppl", "bleu"} <= dev[-1].keys()
     assert dev[-1]["loss"] < math.log(500) - 0.5  # clearly better than a uniform guess over the vocabulary

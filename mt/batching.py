@@ -1,0 +1,202 @@
+"""Token-bucketed padded batches from an encoded Corpus, built ahead of time in a background thread.
+
+A batch is gathered from the corpus' flat token arrays in a few tensor operations (no loop over sentences);
+`Prefetcher` keeps the next batches ready (in pinned memory on CUDA) so the training loop never waits on
+Python building tensors.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from mt.data import Corpus
+from mt.errors import DataError
+from mt.masks import padding_mask
+from mt.tokenizer import BOS, EOS, PAD
+
+
+def round_up(n: torch.Tensor | int, multiple: int):
+    return (n + multiple - 1) // multiple * multiple
+
+
+def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """Group indices, sorted by length, so that (batch size x longest length) <= batch_tokens.
+
+    A single item longer than `batch_tokens` gets a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches, current, longest = [], [], 0
+    for i in order:
+        new_longest = max(longest, lengths[i])
+        if current and new_longest * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, new_longest = [], lengths[i]
+        current.append(i)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
+def training_batches(corpus: Corpus, batch_tokens: int) -> list[list[int]]:
+    """Token-bucketed batches; the cost of a pair is its longer side including BOS/EOS (fairseq's max_tokens).
+    Rounding lengths up to `data.pad_to_multiple` widens the tensors, not the batch: the same pairs either way."""
+    return token_batches(corpus.costs().tolist(), batch_tokens)
+
+
+def padding_fraction(corpus: Corpus, batches: list[list[int]], pad_to_multiple: int = 1) -> float:
+    """Share of padded positions in the source and target tensors of `batches`."""
+    src_len, tgt_len = corpus.src_lengths() + 1, corpus.tgt_lengths() + 1
+    padded = real = 0
+    for b in batches:
+        idx = torch.tensor(b)
+        for lens in (src_len[idx], tgt_len[idx]):
+            padded += int(round_up(lens.max(), pad_to_multiple)) * len(b)
+            real += int(lens.sum())
+    return 1.0 - real / padded if padded else 0.0
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) source ids + EOS, PAD-padded
+    tgt_in: torch.Tensor  # (B, T) BOS + target ids
+    tgt_out: torch.Tensor  # (B, T) target ids + EOS
+    src_lengths: torch.Tensor  # (B,) on the CPU, EOS included
+    tgt_lengths: torch.Tensor  # (B,) on the CPU, EOS included
+
+    @property
+    def n_tokens(self) -> int:
+        """Real target tokens, known on the host without reading the device."""
+        return int(self.tgt_lengths.sum())
+
+    @property
+    def src_mask(self) -> torch.Tensor:
+        """(B, 1, 1, S). The decoder needs no target mask: see Transformer.decode."""
+        return padding_mask(self.src)
+
+    def pin_memory(self) -> Batch:
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
+                     self.src_lengths, self.tgt_lengths)
+
+    def to(self, device) -> Batch:
+        return Batch(*(t.to(device, non_blocking=True) for t in (self.src, self.tgt_in, self.tgt_out)),
+                     self.src_lengths, self.tgt_lengths)
+
+
+def _gather_rows(flat: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, width: int,
+                 shift: int) -> torch.Tensor:
+    """(B, width) int64: row i holds flat[starts[i]:starts[i] + lengths[i]] from column `shift`, PAD elsewhere."""
+    cols = torch.arange(width) - shift
+    inside = (cols >= 0) & (cols < lengths[:, None])
+    where = (starts[:, None] + cols).clamp(0, max(len(flat) - 1, 0))
+    return torch.where(inside, flat[where].long(), PAD)
+
+
+def pad_sequences(seqs: list[torch.Tensor]) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True, padding_value=PAD)
+
+
+def collate(corpus: Corpus, indices: list[int], pad_to_multiple: int = 1) -> Batch:
+    """Teacher-forcing tensors for the pairs `indices`: src = x + EOS, tgt_in = BOS + y, tgt_out = y + EOS,
+    each padded to its longest row rounded up to `pad_to_multiple` (repeating shapes suit kernels and compile)."""
+    idx = torch.as_tensor(indices, dtype=torch.long)
+    rows = torch.arange(len(idx))
+    src_start, tgt_start = corpus.src_offsets[idx], corpus.tgt_offsets[idx]
+    src_len, tgt_len = corpus.src_offsets[idx + 1] - src_start, corpus.tgt_offsets[idx + 1] - tgt_start
+    src_width = int(round_up(int(src_len.max()) + 1, pad_to_multiple))
+    tgt_width = int(round_up(int(tgt_len.max()) + 1, pad_to_multiple))
+    src = _gather_rows(corpus.src, src_start, src_len, src_width, 0)
+    src[rows, src_len] = EOS
+    tgt_out = _gather_rows(corpus.tgt, tgt_start, tgt_len, tgt_width, 0)
+    tgt_out[rows, tgt_len] = EOS
+    tgt_in = _gather_rows(corpus.tgt, tgt_start, tgt_len, tgt_width, 1)
+    tgt_in[:, 0] = BOS
+    return Batch(src, tgt_in, tgt_out, src_len + 1, tgt_len + 1)
+
+
+class BatchStream:
+    """Endless batches: each epoch shuffles the fixed batches from (seed, epoch); rank r takes every world-th.
+
+    `state()` / `load_state()` give the exact position so a resumed run sees the same batches.
+    """
+
+    def __init__(self, corpus: Corpus, batches: list[list[int]], seed: int, rank: int = 0, world: int = 1,
+                 pad_to_multiple: int = 1):
+        if len(batches) < world:
+            raise DataError(f"only {len(batches)} batches for {world} processes; lower train.batch_tokens")
+        self.corpus, self.batches, self.seed, self.rank, self.world = corpus, batches, seed, rank, world
+        self.pad_to_multiple = pad_to_multiple
+        self.epoch, self.position = 1, 0
+        self._order = self._epoch_order()
+
+    def _epoch_order(self) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        order = torch.randperm(len(self.batches), generator=generator).tolist()
+        per_rank = len(order) // self.world
+        return order[self.rank::self.world][:per_rank]
+
+    def next_batch(self) -> Batch:
+        if self.position >= len(self._order):
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._epoch_order()
+        batch = collate(self.corpus, self.batches[self._order[self.position]], self.pad_to_multiple)
+        self.position += 1
+        return batch
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state(self, state: dict) -> None:
+        self.epoch, self.position = state["epoch"], state["position"]
+        self._order = self._epoch_order()
+
+
+class Prefetcher:
+    """The next `depth` batches of a BatchStream, built by a background thread (and pinned for a CUDA device).
+
+    `state()` is the stream position after the last batch handed out, so checkpoints resume exactly.
+    """
+
+    def __init__(self, stream: BatchStream, device: torch.device, depth: int = 4):
+        self.device, self._state = device, stream.state()
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, args=(stream,), daemon=True, name="batches")
+        self._thread.start()
+
+    def _produce(self, stream: BatchStream) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = stream.next_batch()
+                if self.device.type == "cuda":
+                    batch = batch.pin_memory()
+                self._put((batch, stream.state()))
+        except BaseException as e:  # hand the error to the training loop instead of dying silently
+            self._put((e, None))
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def next_batch(self) -> Batch:
+        """The next batch, on the device (the copy is queued, not waited for)."""
+        batch, state = self._queue.get()
+        if isinstance(batch, BaseException):
+            raise batch
+        self._state = state
+        return batch.to(self.device)
+
+    def state(self) -> dict:
+        return self._state
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

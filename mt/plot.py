@@ -72,29 +72,33 @@ def plot_attention(checkpoint, text: str, target: str | None, layer: int | None,
     plt = _pyplot(output, show)
     maps = attention_maps(load_translator(checkpoint, "cpu"), text, target)
     n_layers, n_heads = len(maps.encoder), maps.encoder[0].shape[0]
-    chosen = select_heads(maps, layer, head)
     layer = n_layers - 1 if layer is None else layer
-    if not all_heads and head is None:  # one picture per attention: the mean of the heads (rows still sum to 1)
+    chosen = select_heads(maps, layer, head)  # {"encoder", "decoder", "cross"}: (heads, query, key)
+    if all_heads:
+        labels = [f"head {h}" for h in range(n_heads)]
+    elif head is not None:
+        labels = [f"head {head}"]
+    else:  # one picture per attention: the mean of the heads (its rows still sum to 1)
         chosen = {name: w.mean(axis=0, keepdims=True) for name, w in chosen.items()}
-    columns = chosen["encoder"].shape[0]  # heads shown side by side: all of them, or one
-    figsize = (3.5 * columns, 10.5) if all_heads else FIGSIZE["attention"]
-    fig, axes = plt.subplots(3 if all_heads else 1, columns * (1 if all_heads else 3), figsize=figsize,
-                             layout="constrained", squeeze=False)
-    cells = axes.reshape(3, columns)  # one row of cells per attention, one column per head shown
+        labels = [f"mean of {n_heads} heads"]
+    rows, columns = (3, n_heads) if all_heads else (1, 3)
+    figsize = (3.5 * n_heads, 10.5) if all_heads else FIGSIZE["attention"]
+    fig, axes = plt.subplots(rows, columns, figsize=figsize, layout="constrained", squeeze=False)
+    cells = axes.reshape(3, len(labels))  # a row of cells per attention, a column per head shown
     panels = [("encoder", "encoder self-attention", maps.src_pieces, maps.src_pieces),
               ("decoder", "decoder self-attention", maps.tgt_pieces, maps.tgt_pieces),
-              ("cross", "cross-attention (decoder to encoder)", maps.tgt_pieces, maps.src_pieces)]
+              ("cross", "cross-attention", maps.tgt_pieces, maps.src_pieces)]
     for p, (name, title, queries, keys) in enumerate(panels):
-        for h in range(columns):
-            which = f"head {h}" if all_heads else (f"head {head}" if head is not None else f"mean of {n_heads} heads")
-            image = _attention_panel(cells[p, h], chosen[name][h], queries, keys, f"{title}, {which}")
-    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
-    fig.suptitle(f"{checkpoint}: layer {layer} of 0-{n_layers - 1}")
+        vmax = float(chosen[name].max())  # one colour scale per attention: the weights are often far below 1
+        for h, label in enumerate(labels):
+            image = _attention_panel(cells[p, h], chosen[name][h], queries, keys, f"{title}, {label}", vmax)
+        fig.colorbar(image, ax=list(cells[p]), shrink=0.8, label="weight")
+    fig.suptitle(f"{checkpoint}, layer {layer} (of 0 to {n_layers - 1})")
     _finish(plt, fig, output, show, dpi)
 
 
-def _attention_panel(ax, weights: np.ndarray, queries: list[str], keys: list[str], title: str):
-    image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+def _attention_panel(ax, weights: np.ndarray, queries: list[str], keys: list[str], title: str, vmax: float):
+    image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest")
     size = 8 if max(len(queries), len(keys)) <= 30 else 5
     ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=size)
     ax.set_yticks(range(len(queries)), queries, fontsize=size)

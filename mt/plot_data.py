@@ -114,10 +114,9 @@ def _pieces(tokenizer, ids: torch.Tensor) -> list[str]:
     return [tokenizer.sp.id_to_piece(i) for i in ids.tolist()]
 
 
-def select_heads(maps: AttentionMaps, layer: int | None, head: int | None) -> dict[str, np.ndarray]:
-    """{"encoder", "decoder", "cross"}: (H, query, key) of `layer` (default: the last), all heads or just `head`."""
+def select_heads(maps: AttentionMaps, layer: int, head: int | None) -> dict[str, np.ndarray]:
+    """{"encoder", "decoder", "cross"}: (H, query, key) of `layer`, or (1, query, key) of `head` alone."""
     n_layers, n_heads = len(maps.encoder), maps.encoder[0].shape[0]
-    layer = n_layers - 1 if layer is None else layer
     if not 0 <= layer < n_layers:
         raise MtError(f"--layer {layer}: the model has {n_layers} layers (0 to {n_layers - 1})")
     if head is not None and not 0 <= head < n_heads:

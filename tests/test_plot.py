@@ -3,8 +3,10 @@ the images the command writes, its one-line errors; and train.tensorboard."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ from mt.config import Config, ModelConfig, TokenizerConfig, config_to_dict
 from mt.decode import translate_ids
 from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
-from mt.metrics import metric_curves
+from mt.metrics import TensorBoardLog, metric_curves
 from mt.model import build_model, sinusoidal_positions
 from mt.plot import plot_attention, plot_curves, plot_mask, plot_positions
 from mt.plot_data import attention_maps, kept_attention_weights, mask_tables, positions_table
@@ -24,7 +26,9 @@ from mt.tokenizer import BOS, EOS, PAD, train_tokenizer
 from mt.translate import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
-pytest.importorskip("matplotlib", reason="mt plot needs the plot extra: pip install -e '.[plot]'")
+needs_plot_extra = pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("matplotlib", "tensorboard")),
+    reason="needs the plot extra: pip install -e '.[plot]' (make setup installs it)")
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -160,6 +164,7 @@ def resumed_run(tmp_path_factory) -> Path:
     return out
 
 
+@needs_plot_extra
 def test_curves_read_every_row_of_a_resumed_run_once(resumed_run):
     curves = metric_curves(resumed_run)
     train, dev = read_metrics(resumed_run, "train"), read_metrics(resumed_run, "dev")
@@ -169,6 +174,7 @@ def test_curves_read_every_row_of_a_resumed_run_once(resumed_run):
     assert curves["dev"]["step"].tolist() == [10, 20] and curves["dev"]["bleu"].tolist() == [r["bleu"] for r in dev]
 
 
+@needs_plot_extra
 def test_tensorboard_holds_the_metrics_scalars(resumed_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -182,22 +188,31 @@ def test_tensorboard_holds_the_metrics_scalars(resumed_run):
 
 # ---- the command: images of the stated size, one-line errors ----
 
-def test_plot_commands_write_images_of_the_stated_size(tmp_path, resumed_run, random_checkpoint):
-    cases = [(["positions", "--positions", "50", "--dims", "64"], (1000, 600)),
-             (["mask", "--size", "8"], (600, 600)),
-             (["mask", "--padding", "3", "--dpi", "50"], (600, 300)),
-             (["curves", resumed_run, resumed_run], (1500, 450)),
-             (["attention", "-c", random_checkpoint, "--text", "Ein Texteditor."], (1500, 550)),
-             (["attention", "-c", random_checkpoint, "--text", "Ein Texteditor.", "--target", "A text editor.",
-               "--layer", "0", "--head", "3"], (1500, 550)),
-             (["attention", "-c", random_checkpoint, "--text", "Ein Texteditor.", "--all-heads"], (1400, 1050))]
-    for i, (args, size) in enumerate(cases):
-        image = tmp_path / f"{args[0]}-{i}.png"
-        proc = run_mt("plot", *args, "-o", image, env={"DISPLAY": "", "MPLBACKEND": ""})
+@needs_plot_extra
+def test_plot_commands_write_images_of_the_stated_size_without_a_display(tmp_path, random_checkpoint):
+    no_display = {"DISPLAY": "", "WAYLAND_DISPLAY": "", "MPLBACKEND": ""}
+    for args, size in [(["positions", "--positions", "50", "--dims", "64"], (1000, 600)),
+                       (["attention", "-c", random_checkpoint, "--text", "Ein Texteditor."], (1500, 550))]:
+        image = tmp_path / f"{args[0]}.png"
+        proc = run_mt("plot", *args, "-o", image, env=no_display)
         assert png_size(image) == size, args
         assert proc.stderr.strip() == f"wrote {image}"
+
+
+@needs_plot_extra
+def test_each_picture_has_the_stated_size(tmp_path, resumed_run, random_checkpoint):
+    sentence = (random_checkpoint, "Ein Texteditor.")
+    cases = [(plot_mask, (8, 0), {}, (600, 600)),
+             (plot_mask, (20, 3), {"dpi": 50}, (600, 300)),
+             (plot_curves, ([resumed_run, resumed_run],), {}, (1500, 450)),
+             (plot_attention, (*sentence, "A text editor.", 0, 3, False), {}, (1500, 550)),
+             (plot_attention, (*sentence, None, None, None, True), {}, (1400, 1050))]
+    for i, (draw, args, options, size) in enumerate(cases):
+        image = tmp_path / f"{i}.png"
+        draw(*args, output=image, show=False, **{"dpi": 100, **options})
+        assert png_size(image) == size, (draw.__name__, args)
     svg = tmp_path / "mask.svg"
-    run_mt("plot", "mask", "-o", svg)
+    plot_mask(5, 2, output=svg, show=False, dpi=100)
     assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
 
 
@@ -207,6 +222,7 @@ def _fails_with(args, message: str, **kwargs):
     assert proc.stderr.strip().splitlines() == [f"error: {message}"], proc.stderr
 
 
+@needs_plot_extra
 def test_plot_errors_are_one_line_from_the_command(tmp_path, random_checkpoint):
     out = ["-o", tmp_path / "x.png"]
     _fails_with(["attention", "-c", tmp_path / "none.pt", "--text", "a", *out], f"{tmp_path / 'none.pt'}: no such file")
@@ -223,6 +239,7 @@ def _raises(message: str, draw, *args, **kwargs):
     assert str(error.value) == message
 
 
+@needs_plot_extra
 def test_plot_errors(tmp_path, random_checkpoint):
     to_file = {"output": tmp_path / "x.png", "show": False, "dpi": 100}
     attention = (random_checkpoint, "Ein Texteditor.")
@@ -249,20 +266,19 @@ def test_plot_errors(tmp_path, random_checkpoint):
     assert not list(tmp_path.glob("x.*"))
 
 
+@needs_plot_extra
 def test_show_without_a_display_is_an_error(tmp_path):
     _fails_with(["positions", "--show"], "--show needs a display; write a file with -o FILE instead",
                 env={"DISPLAY": "", "WAYLAND_DISPLAY": "", "MPLBACKEND": ""})
 
 
-def test_missing_extras_are_one_line_errors(tmp_path):
+def test_missing_extras_are_one_line_errors(tmp_path, monkeypatch):
     """Without matplotlib (or tensorboard) the command names the extra to install."""
     blocker = tmp_path / "block"
     blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(
-        "import sys\nfor name in ('matplotlib', 'tensorboard'):\n    sys.modules[name] = None\n")
-    env = {"PYTHONPATH": str(blocker)}
-    _fails_with(["positions", "-o", tmp_path / "p.png"], "mt plot needs matplotlib: pip install 'mt[plot]'", env=env)
-    proc = run_mt("train", TINY, *tiny_overrides(tmp_path / "run", **{"train.tensorboard": "true"}), check=False,
-                  env=env)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == "error: train.tensorboard needs tensorboard: pip install 'mt[plot]'"
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
+    _fails_with(["positions", "-o", tmp_path / "p.png"], "mt plot needs matplotlib: pip install 'mt[plot]'",
+                env={"PYTHONPATH": str(blocker)})
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if tensorboard were not installed
+    with pytest.raises(MtError, match=r"^train.tensorboard needs tensorboard: pip install 'mt\[plot\]'$"):
+        TensorBoardLog(tmp_path / "tensorboard")

@@ -89,16 +89,16 @@ def plot_attention(checkpoint, text: str, target: str | None, layer: int | None,
               ("decoder", "decoder self-attention", maps.tgt_pieces, maps.tgt_pieces),
               ("cross", "cross-attention", maps.tgt_pieces, maps.src_pieces)]
     for p, (name, title, queries, keys) in enumerate(panels):
-        vmax = float(chosen[name].max())  # one colour scale per attention: the weights are often far below 1
         for h, label in enumerate(labels):
-            image = _attention_panel(cells[p, h], chosen[name][h], queries, keys, f"{title}, {label}", vmax)
-        fig.colorbar(image, ax=list(cells[p]), shrink=0.8, label="weight")
+            image = _attention_panel(cells[p, h], chosen[name][h], queries, keys, f"{title}, {label}")
+    # One scale from 0 to 1 for every panel, so a spread-out row looks dark and a sharp one bright.
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     fig.suptitle(f"{checkpoint}, layer {layer} (of 0 to {n_layers - 1})")
     _finish(plt, fig, output, show, dpi)
 
 
-def _attention_panel(ax, weights: np.ndarray, queries: list[str], keys: list[str], title: str, vmax: float):
-    image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest")
+def _attention_panel(ax, weights: np.ndarray, queries: list[str], keys: list[str], title: str):
+    image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
     size = 8 if max(len(queries), len(keys)) <= 30 else 5
     ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=size)
     ax.set_yticks(range(len(queries)), queries, fontsize=size)

@@ -125,6 +125,7 @@ def plot_curves(run_dirs: list, *, output, show: bool, dpi: int) -> None:
             lr_ax.plot(train["step"], train["lr"], color=colour, label=name)
     loss_ax.set(xlabel="step", ylabel="NLL per target token", title="train and dev loss")
     bleu_ax.set(xlabel="step", ylabel="BLEU", title="dev BLEU (greedy)")
+    bleu_ax.set_ylim(bottom=0)
     lr_ax.set(xlabel="step", ylabel="learning rate", title="learning rate")
     for ax in (loss_ax, bleu_ax, lr_ax):
         ax.grid(alpha=0.3)

@@ -317,6 +317,9 @@ def _resume(path, cfg, model, optimizer, scaler, stream, state, rt) -> None:
                               "and averages, but its optimizer state cannot resume: pass --restart to start over")
     _check_compatible(ckpt["config"], cfg, path)
     model.load_state_dict(ckpt["model"])
+    if not all(group.get("fused") for group in ckpt["optimizer"]["param_groups"]):
+        raise CheckpointError(f"{path}: saved by an older mt (unfused Adam); it still translates and averages, but "
+                              "cannot resume: pass --restart to start over")
     optimizer.load_state_dict(ckpt["optimizer"])
     scaler.load_state_dict(ckpt["scaler"])
     stream.load_state(ckpt["data_state"])

@@ -1,5 +1,6 @@
 # `make test` and `make demo` each set up everything on a fresh machine: a virtualenv in .venv,
-# the CPU build of torch (pinned so pip does not pull a multi-GB CUDA build), and this project.
+# the CPU build of torch (pinned so pip does not pull a multi-GB CUDA build), and this project with its
+# dev and plot extras (the tests draw pictures and write TensorBoard logs).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -14,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,ct2]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2]"
 	touch $(STAMP)
 
 test: $(STAMP)

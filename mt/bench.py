@@ -22,8 +22,8 @@ from mt.data import prepare_data
 from mt.flops import matmul_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
 from mt.runtime import Runtime, setup_runtime, teardown_runtime
+from mt.step import make_optimizer, noam_lr, train_step, training_model
 from mt.tokenizer import PAD
-from mt.train import _update, make_optimizer, noam_lr, training_model
 
 
 class ReferenceTransformer(nn.Module):
@@ -117,7 +117,7 @@ class _Side:
 
 
 def _mt_step(cfg: Config, rt: Runtime, vocab: int, stream: BatchStream):
-    """mt's own update (`mt.train._update`): prefetching, fused Adam, device-side sums, optional compile."""
+    """mt's own update (`mt.step.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, vocab, vocab, cfg.tokenizer.joint).to(rt.device).train()
     optimizer = make_optimizer(model, cfg.train)
@@ -132,7 +132,7 @@ def _mt_step(cfg: Config, rt: Runtime, vocab: int, stream: BatchStream):
         for group in optimizer.param_groups:
             group["lr"] = noam_lr(count, cfg.model.d_model, cfg.train.warmup_steps, cfg.train.lr_scale)
         seconds, tokens = batches.seconds, batches.tokens
-        _, flops, skipped = _update(cfg, rt, model, step_model, optimizer, scaler, batches)
+        _, flops, skipped = train_step(cfg, rt, model, step_model, optimizer, scaler, batches)
         bool(skipped)  # the training loop's one host read per step
         return float(batches.tokens - tokens), flops, batches.seconds - seconds
 
@@ -183,7 +183,14 @@ def _summary(cfg: Config, rt: Runtime, ours: _Side, theirs: _Side, steps: int, p
             "peak_tflops": round(peak / 1e12, 4),
             "mfu": round(ours.flops / ours.seconds / peak, 4),
             "reference_mfu": round(theirs.flops / theirs.seconds / peak, 4),
-            "peak_memory_mb": round(memory, 1)}
+            "peak_memory_mb": round(memory, 1), "compiled_graphs": _compiled_graphs()}
+
+
+def _compiled_graphs() -> int:
+    """Graphs torch.compile built in this process (both sides; forward and backward count once per graph)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _sync(device: torch.device) -> None:

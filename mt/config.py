@@ -77,6 +77,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
     compile: bool = False  # torch.compile the model for training
+    tensorboard: bool = False  # also write the metrics.jsonl scalars to output_dir/tensorboard/ (needs mt[plot])
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_head, self.dropout = d_model, n_heads, d_model // n_heads, dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.keep_weights, self.weights = False, None  # opt-in: keep (B, H, Lq, Lk) weights to look at them
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, D) -> (B, H, L, D/H)."""
@@ -84,8 +85,23 @@ class MultiHeadAttention(nn.Module):
         `causal` masks later keys inside SDPA (no mask tensor, so it may pick its fastest kernel).
         """
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+        if self.keep_weights:
+            out = self._attention_keeping_weights(q, k, v, mask, causal, dropout)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
         return self.out_proj(out.transpose(1, 2).flatten(2))
+
+    def _attention_keeping_weights(self, q, k, v, mask, causal: bool, dropout: float) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d_k)) v (eq. 1) written out, as SDPA computes it, keeping the softmax in
+        `self.weights` (B, H, Lq, Lk): masked keys get exactly 0."""
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        if causal:  # SDPA's is_causal: key j is visible from query i when j <= i
+            scores = scores.masked_fill(~torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril(),
+                                        float("-inf"))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        self.weights = scores.softmax(dim=-1)
+        return F.dropout(self.weights, p=dropout) @ v
 
     def forward(self, query, key_value, mask):
         if key_value is query:  # self-attention: one matmul for q, k and v

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import signal
@@ -12,35 +11,38 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from mt.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, step_checkpoints
-from mt.config import Config, TrainConfig, config_to_dict, save_config
-from mt.batching import BatchStream, Prefetcher, collate, padding_fraction, token_batches, training_batches
+from mt.batching import (
+    BatchStream,
+    Prefetcher,
+    collate,
+    padding_fraction,
+    token_batches,
+    training_batches,
+)
+from mt.checkpoint import (
+    atomic_write_text,
+    load_checkpoint,
+    save_checkpoint,
+    step_checkpoints,
+)
+from mt.config import Config, config_to_dict, save_config
 from mt.data import Corpus, PreparedData, load_prepared, prepare_data
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
-from mt.flops import matmul_peak_flops, training_flops
+from mt.flops import matmul_peak_flops
+from mt.metrics import TensorBoardLog
 from mt.model import Transformer, build_model, count_parameters
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
-from mt.tokenizer import PAD
-
-
-def noam_lr(step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0) -> float:
-    """lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (section 5.3, eq. 3), times lr_scale."""
-    step = max(step, 1)
-    return lr_scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
-
-
-def label_smoothed_loss(logits: torch.Tensor, tgt_out: torch.Tensor, smoothing: float):
-    """logits (B, T, V), tgt_out (B, T) -> (smoothed loss, NLL), each summed over non-PAD tokens (section 5.4)."""
-    flat_logits, flat_target = logits.reshape(-1, logits.size(-1)).float(), tgt_out.reshape(-1)
-    loss = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
-    nll = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD, reduction="sum")
-    return loss, nll
+from mt.step import (
+    label_smoothed_loss,
+    make_optimizer,
+    noam_lr,
+    train_step,
+    training_model,
+)
 
 
 @dataclass
@@ -116,29 +118,15 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
         f"padding {padding_fraction(data.train, batches, pad):.1%}{'; compiling the model' if cfg.train.compile else ''}")
     step_model = training_model(model, cfg.train, rt)
     ahead = Prefetcher(stream, rt.device)
+    board = TensorBoardLog(out / "tensorboard", state.step) if cfg.train.tensorboard and rt.is_main else None
     try:
         with StopRequested() as stop:
-            _loop(cfg, rt, model, step_model, optimizer, scaler, ahead, state, data, stop, say)
+            _loop(cfg, rt, model, step_model, optimizer, scaler, ahead, state, data, stop, say, board)
     finally:
         ahead.close()
+        if board is not None:
+            board.close()
     return last
-
-
-def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.Adam:
-    """Adam with the paper's betas and epsilon (section 5.3). Fused: one kernel updates every parameter, and
-    it can skip a non-finite update on the device (`found_inf`, as under GradScaler) without a host read."""
-    return torch.optim.Adam(model.parameters(), lr=0.0, betas=(tc.adam_beta1, tc.adam_beta2), eps=tc.adam_eps,
-                            fused=True)
-
-
-def training_model(model: torch.nn.Module, tc: TrainConfig, rt: Runtime) -> torch.nn.Module:
-    """What the loop calls: the model, wrapped in DDP under torchrun, compiled with `train.compile`.
-
-    torch.compile specialises on the first batch shape and recompiles once with dynamic shapes when a second
-    shape arrives, so a run compiles about two graphs, not one per batch shape.
-    """
-    wrapped = DistributedDataParallel(model) if rt.distributed else model
-    return torch.compile(wrapped) if tc.compile else wrapped
 
 
 def _set_aside_previous_run(out: Path, say) -> None:
@@ -161,7 +149,7 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
     return data if rt.is_main else load_prepared(cfg)
 
 
-def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, stop, say):
+def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, stop, say, board):
     out, tc = Path(cfg.output_dir), cfg.train
     window = Window(rt.device, matmul_peak_flops(rt.device, rt.autocast_dtype or torch.float32))
     bar = tqdm(total=tc.max_steps, initial=state.step, disable=not (rt.is_main and is_terminal()),
@@ -170,7 +158,7 @@ def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, s
         lr = noam_lr(state.step + 1, cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        sums, flops, skipped = _update(cfg, rt, model, step_model, optimizer, scaler, batches)
+        sums, flops, skipped = train_step(cfg, rt, model, step_model, optimizer, scaler, batches)
         # The one host read of a step: whether the device skipped the update. It comes after the update is
         # queued, so the device never waits for the host; the loss sums stay on the device until a log line.
         if bool(skipped):
@@ -186,10 +174,10 @@ def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, s
         window.add(sums, flops)
         bar.update(1)
         if state.step % tc.log_every == 0 or state.step == tc.max_steps:
-            _log_train(out, rt, state, lr, window, bar, say)
+            _log_train(out, rt, state, lr, window, bar, say, board)
         evaluated = state.step % tc.eval_every == 0 or state.step == tc.max_steps
         if evaluated and data.dev is not None:
-            bleu = _evaluate(cfg, rt, model, data, state, say)
+            bleu = _evaluate(cfg, rt, model, data, state, say, board)
             if rt.is_main and bleu > state.best_bleu:
                 state.best_bleu = bleu
                 _save(out / "checkpoint_best.pt", cfg, model, optimizer, scaler, batches, state, data)
@@ -200,48 +188,6 @@ def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, s
         _save_step(cfg, rt, model, optimizer, scaler, batches, state, data, keep_step_file=False)
         say(f"{stop.signal_name}: saved {out / 'checkpoint_last.pt'} at step {state.step}; "
             "run the same command again to resume")
-
-
-def _update(cfg, rt, model, step_model, optimizer, scaler, batches) -> tuple[torch.Tensor, float, torch.Tensor]:
-    """One optimizer update over `accum_steps` batches -> (device tensor [smoothed loss, NLL, target tokens]
-    summed on all ranks, this rank's FLOPs, device bool: the update was skipped for a non-finite loss).
-
-    Gradients are of the loss per target token over the whole update (summed, then divided by the token count).
-    """
-    tc = cfg.train
-    micro = [batches.next_batch() for _ in range(tc.accum_steps)]
-    n_tokens = sum(b.n_tokens for b in micro)
-    sums = torch.zeros(3, device=rt.device)
-    sums[2] = n_tokens
-    for i, batch in enumerate(micro):
-        sync = i == len(micro) - 1 or not rt.distributed
-        with (contextlib.nullcontext() if sync else step_model.no_sync()), rt.autocast():
-            logits = step_model(batch.src, batch.src_mask, batch.tgt_in)
-            loss, nll = label_smoothed_loss(logits, batch.tgt_out, tc.label_smoothing)
-        scaler.scale(loss / n_tokens).backward()
-        sums[:2] += torch.stack([loss.detach(), nll.detach()])
-    sums = rt.sum(sums)
-    skipped = ~torch.isfinite(sums[0])
-    _apply_update(tc, model, optimizer, scaler, skipped)
-    flops = sum(training_flops(cfg.model, model.tgt_embed.tokens.num_embeddings, b.src_lengths, b.tgt_lengths)
-                for b in micro)
-    return sums, flops, skipped
-
-
-def _apply_update(tc: TrainConfig, model, optimizer, scaler, skip: torch.Tensor) -> None:
-    """Clip (optional) and step. With a non-finite loss the fused optimizer leaves parameters and moments
-    untouched (`found_inf`); under fp16 the GradScaler does the same for overflowing gradients and backs off."""
-    if tc.clip_norm > 0:
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm, foreach=True)
-    if scaler.is_enabled():
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.found_inf = skip.float()
-        optimizer.step()
-        del optimizer.found_inf
-    optimizer.zero_grad(set_to_none=True)
 
 
 class Window:
@@ -270,11 +216,11 @@ class Window:
         return row
 
 
-def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: Window, bar, say) -> None:
+def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: Window, bar, say, board) -> None:
     row = {"step": state.step, "split": "train", **window.row(), "lr": lr, "skipped_updates": state.skipped_updates}
     if not rt.is_main:
         return
-    _append_metrics(out, row)
+    _append_metrics(out, row, board)
     if bar.disable:
         say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
             f"{row['tokens_per_s']:.0f} tok/s mfu {row['mfu']:.1%}")
@@ -283,9 +229,11 @@ def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: Win
                         mfu=f"{row['mfu']:.1%}")
 
 
-def _append_metrics(out: Path, row: dict) -> None:
+def _append_metrics(out: Path, row: dict, board: TensorBoardLog | None) -> None:
     with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
+    if board is not None:
+        board.add(row)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -311,7 +259,8 @@ def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> t
     return nll_sum.item() / max(tokens, 1), tokens
 
 
-def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say) -> float:
+def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say,
+              board: TensorBoardLog | None) -> float:
     """Dev loss, perplexity and greedy BLEU on rank 0 (the others wait); returns BLEU (-1 on other ranks)."""
     bleu = -1.0
     if rt.is_main:
@@ -326,7 +275,7 @@ def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, 
         model.train()
         row = {"step": state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
                "bleu": bleu, "eval_s": round(time.perf_counter() - start, 1)}
-        _append_metrics(Path(cfg.output_dir), row)
+        _append_metrics(Path(cfg.output_dir), row, board)
         say(f"step {state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f} "
             f"(greedy, {row['eval_s']}s)")
     rt.barrier()
@@ -368,6 +317,9 @@ def _resume(path, cfg, model, optimizer, scaler, stream, state, rt) -> None:
                               "and averages, but its optimizer state cannot resume: pass --restart to start over")
     _check_compatible(ckpt["config"], cfg, path)
     model.load_state_dict(ckpt["model"])
+    if not all(group.get("fused") for group in ckpt["optimizer"]["param_groups"]):
+        raise CheckpointError(f"{path}: saved by an older mt (unfused Adam); it still translates and averages, but "
+                              "cannot resume: pass --restart to start over")
     optimizer.load_state_dict(ckpt["optimizer"])
     scaler.load_state_dict(ckpt["scaler"])
     stream.load_state(ckpt["data_state"])

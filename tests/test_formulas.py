@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mt.train import label_smoothed_loss, noam_lr
+from mt.step import label_smoothed_loss, noam_lr
 from mt.tokenizer import PAD
 
 

@@ -12,7 +12,7 @@ from mt.batching import collate
 from mt.data import encode_corpus
 from mt.decode import translate_ids
 from mt.model import build_model
-from mt.train import label_smoothed_loss
+from mt.step import label_smoothed_loss
 from mt.tokenizer import EOS
 from tests.conftest import TINY, run_mt
 

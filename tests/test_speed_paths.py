@@ -16,7 +16,7 @@ from mt.masks import padding_mask
 from mt.model import build_model
 from mt.runtime import setup_runtime
 from mt.tokenizer import BOS, EOS
-from mt.train import _apply_update, make_optimizer
+from mt.step import apply_update, make_optimizer
 from tests.conftest import TINY, run_mt, tiny_overrides
 
 
@@ -82,11 +82,11 @@ def test_a_non_finite_update_is_skipped_on_the_device():
     optimizer.param_groups[0]["lr"] = 0.1
     scaler = torch.amp.GradScaler("cuda", enabled=False)
     model(torch.randn(2, 4)).sum().backward()
-    _apply_update(TrainConfig(), model, optimizer, scaler, torch.tensor(False))
+    apply_update(TrainConfig(), model, optimizer, scaler, torch.tensor(False))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     moments = [optimizer.state[p]["exp_avg"].clone() for p in model.parameters()]
     (model(torch.randn(2, 4)).sum() * float("nan")).backward()
-    _apply_update(TrainConfig(clip_norm=1.0), model, optimizer, scaler, torch.tensor(True))
+    apply_update(TrainConfig(clip_norm=1.0), model, optimizer, scaler, torch.tensor(True))
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(torch.equal(m, optimizer.state[p]["exp_avg"]) for m, p in zip(moments, model.parameters()))
     assert all(optimizer.state[p]["step"].item() == 1 for p in model.parameters())

@@ -18,12 +18,12 @@ from tqdm import tqdm
 
 from mt.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, step_checkpoints
 from mt.config import Config, config_to_dict, save_config
-from mt.data import BatchStream, Corpus, PreparedData, collate, load_prepared, padding_fraction, prepare_data, \
-    token_batches, training_batches
+from mt.data import BatchStream, Corpus, collate, padding_fraction, token_batches, training_batches
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
 from mt.model import Transformer, build_model, count_parameters
+from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
 from mt.tokenizer import PAD
 

@@ -1,8 +1,9 @@
 import torch
 
 from mt.config import TokenizerConfig, load_config
-from mt.data import BatchStream, collate, encode_corpus, load_prepared, prepare_data, read_parallel, \
-    token_batches, training_batches
+from mt.corpus import encode_corpus
+from mt.data import BatchStream, collate, read_parallel, token_batches, training_batches
+from mt.prepare import load_prepared, prepare_data
 from mt.tokenizer import BOS, EOS, PAD, UNK, train_tokenizer
 from tests.conftest import DATA, TINY, tiny_overrides
 
@@ -21,7 +22,7 @@ def test_prepare_writes_a_cache_that_loads_back_identically(tmp_path):
     cfg = load_config(TINY, [s for s in tiny_overrides(tmp_path) if s != "--set"])
     first = prepare_data(cfg, log=lambda m: None)
     again = prepare_data(cfg, log=lambda m: None)  # second call reads the cache
-    assert (tmp_path / "data" / "corpus.pt").exists()
+    assert (tmp_path / "data" / "train.src.bin").exists() and first.train.src.dtype == torch.uint16
     for name in ("src", "src_offsets", "tgt", "tgt_offsets"):
         assert torch.equal(getattr(first.train, name), getattr(again.train, name))
     assert first.src_tokenizer.model_proto == again.src_tokenizer.model_proto

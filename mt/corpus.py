@@ -73,11 +73,11 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
 def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None):
     """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens.
 
-    Returns (corpus, counts). `mt prepare` streams the same steps to disk (`CorpusWriter.add`); this is the
-    reference it is tested against, and how small sets are encoded.
+    Returns (corpus, counts), tokens as int32. `mt prepare` streams the same steps to disk (`CorpusWriter.add`);
+    this is the reference it is tested against, and how the small dev set is encoded.
     """
-    src, src_lengths = flatten(src_tok.encode(src_lines), token_dtype(len(src_tok)))
-    tgt, tgt_lengths = flatten(tgt_tok.encode(tgt_lines), token_dtype(len(tgt_tok)))
+    src, src_lengths = flatten(src_tok.encode(src_lines))
+    tgt, tgt_lengths = flatten(tgt_tok.encode(tgt_lines))
     keep, counts = keep_mask(src_lengths, tgt_lengths, max_len)
     corpus = Corpus(torch.from_numpy(src[np.repeat(keep, src_lengths)]),
                     torch.from_numpy(_offsets(src_lengths[keep])),

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mt.config import ModelConfig
-from mt.data import collate, encode_corpus
+from mt.corpus import encode_corpus
+from mt.data import collate
 from mt.decode import translate_ids
 from mt.model import build_model
 from mt.train import label_smoothed_loss

@@ -103,6 +103,8 @@ def load_prepared(cfg: Config) -> PreparedData:
 
 
 def _build(cfg: Config, folder: Path, log) -> None:
+    has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
+    dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
     src_tok, tgt_tok, pairs = _train_tokenizers(cfg, log)
     (folder / "src.model").write_bytes(src_tok.model_proto)
     if not cfg.tokenizer.joint:
@@ -118,8 +120,6 @@ def _build(cfg: Config, folder: Path, log) -> None:
     if train_meta["pairs"] == 0:
         raise DataError(f"no usable training pairs: {counts['empty']} empty, {counts['too_long']} over "
                         f"data.max_len={cfg.data.max_len}")
-    has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
-    dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])
     dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None)[0]) \
         if has_dev else None
     (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref}, ensure_ascii=False),

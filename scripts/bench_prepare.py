@@ -93,12 +93,15 @@ def run_measured(args: list[str], cwd: Path, log: Path, ranks: bool = False) -> 
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
         peaks: dict[int, float] = {}
-        while ranks and proc.poll() is None:
+        while True:  # wait4, not proc.poll(): it reaps the child and keeps its rusage
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG if ranks else 0)
+            if pid:
+                break
             _rank_peaks(proc.pid, peaks)
             time.sleep(0.2)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    if proc.returncode != 0:
         raise SystemExit(f"failed: python {' '.join(args)} (in {cwd}); its output is in {log}:\n"
                          + "\n".join(log.read_text().splitlines()[-15:]))
     result = {"seconds": seconds, "peak_mib": usage.ru_maxrss / 1024}
@@ -110,6 +113,7 @@ def run_measured(args: list[str], cwd: Path, log: Path, ranks: bool = False) -> 
 def bench(project: Path, name: str, corpus: Path, pairs: int, args) -> dict:
     out = corpus / f"run-{name}"
     prepare = run_measured(mt_args("prepare", out, corpus, args.set), project, corpus / f"{name}-prepare.log")
+    print(f"{project}: prepare {prepare['seconds']:.1f} s, peak RSS {prepare['peak_mib']:.0f} MiB", file=sys.stderr)
     train_args = mt_args("train", out, corpus, args.set)
     if args.nproc > 1:
         train_args = ["-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc), *train_args[1:]]

@@ -116,7 +116,7 @@ def bench(project: Path, name: str, corpus: Path, pairs: int, args) -> dict:
     print(f"{project}: prepare {prepare['seconds']:.1f} s, peak RSS {prepare['peak_mib']:.0f} MiB", file=sys.stderr)
     train_args = mt_args("train", out, corpus, args.set)
     if args.nproc > 1:
-        train_args = ["-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc), *train_args[1:]]
+        train_args = ["-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc), *train_args]
     train = run_measured(train_args, project, corpus / f"{name}-train.log", ranks=args.nproc > 1)
     shutil.rmtree(out, ignore_errors=True)
     return {"project": str(project), "pairs": pairs, "prepare_s": round(prepare["seconds"], 1),

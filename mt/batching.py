@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mt.data import Corpus
+from mt.corpus import Corpus
 from mt.errors import DataError
 from mt.masks import padding_mask
 from mt.tokenizer import BOS, EOS, PAD

@@ -18,7 +18,7 @@ from torch import nn
 
 from mt.batching import Batch, BatchStream, Prefetcher, training_batches
 from mt.config import Config, ModelConfig
-from mt.data import prepare_data
+from mt.prepare import prepare_data
 from mt.flops import matmul_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
 from mt.runtime import Runtime, setup_runtime, teardown_runtime

@@ -35,7 +35,7 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full trace
 def prepare(config: Path, set_: SetOption = None):
     """Train the sentencepiece model and encode the corpus into output_dir/data/."""
     from mt.config import load_config
-    from mt.data import prepare_data
+    from mt.prepare import prepare_data
 
     cfg = load_config(config, set_ or [])
     prepare_data(cfg, log=_warn)

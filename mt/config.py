@@ -146,6 +146,13 @@ def config_to_dict(cfg: Config) -> dict:
     return dataclasses.asdict(cfg)
 
 
+def data_identity(cfg: Config) -> dict:
+    """The data and tokenizer settings that decide what a run trains on: the prepared cache and a resumed
+    run must agree on these. `data.pad_to_multiple` only widens batch tensors, so it may change."""
+    d = config_to_dict(cfg)
+    return {"data": {k: v for k, v in d["data"].items() if k != "pad_to_multiple"}, "tokenizer": d["tokenizer"]}
+
+
 def save_config(cfg: Config, path: Path) -> None:
     from mt.checkpoint import atomic_write_text
 

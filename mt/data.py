@@ -1,70 +1,130 @@
-"""Parallel text in, an encoded corpus out (batching is in mt/batching.py).
+"""Parallel text in, token-bucketed padded batches out.
 
-`prepare_data` trains the tokenizer and encodes the corpus once into `output_dir/data/`; later runs reuse it.
+Text is read in chunks of `CHUNK_LINES` pairs, so a corpus of any size streams through `mt prepare`
+(mt/prepare.py) without being held in memory.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
-import sentencepiece as spm
-import torch
 
-from mt.checkpoint import atomic_save, atomic_write_text, load_tensors
-from mt.config import Config, DataConfig, config_to_dict
+from mt.config import DataConfig
 from mt.errors import DataError
-from mt.tokenizer import Tokenizer, train_tokenizer
+
+CHUNK_LINES = 100_000
+
+Chunks = Iterator[tuple[list[str], list[str]]]  # (source lines, target lines) of equal length
 
 
 # ---------------------------------------------------------------- reading text
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """Lines of a UTF-8 text file without their newlines; errors name the file (and line)."""
+def line_chunks(path: str | Path) -> Iterator[list[str]]:
+    """Lines of a UTF-8 text file without their newlines, `CHUNK_LINES` at a time; errors name the file (and line)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        f = path.open("rb")
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read: {e.strerror}") from None
+    with f:
+        done = 0
+        while raw := list(itertools.islice(f, CHUNK_LINES)):
+            yield _decode(raw, path, done)
+            done += len(raw)
+
+
+def _decode(raw: list[bytes], path: Path, first_line: int) -> list[str]:
+    data = b"".join(raw)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
+        line = first_line + data.count(b"\n", 0, e.start) + 1
         raise DataError(f"{path}:{line}: not valid UTF-8 (byte {data[e.start]:#04x}); fix or remove that line") from None
     lines = text.split("\n")
-    if lines and lines[-1] == "":
+    if raw[-1].endswith(b"\n"):
         lines.pop()
-    return [line.rstrip("\r") for line in lines]
+    return [line.rstrip("\r") for line in lines] if "\r" in text else lines
 
 
-def read_parallel(src_path: str, tgt_path: str) -> tuple[list[str], list[str]]:
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}")
-    if not src:
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file (for small files: dev sets, references)."""
+    return [line for chunk in line_chunks(path) for line in chunk]
+
+
+def parallel_chunks(src_path: str | Path, tgt_path: str | Path) -> Chunks:
+    """Aligned chunks of two line-parallel files; a length mismatch is found where the shorter file ends."""
+    src_chunks, tgt_chunks = line_chunks(src_path), line_chunks(tgt_path)
+    pairs = 0
+    for src in src_chunks:
+        tgt = next(tgt_chunks, [])
+        if len(src) != len(tgt):
+            n_src = pairs + len(src) + sum(map(len, src_chunks))
+            n_tgt = pairs + len(tgt) + sum(map(len, tgt_chunks))
+            raise DataError(f"parallel files differ in length: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}")
+        pairs += len(src)
+        yield src, tgt
+    n_tgt = pairs + sum(map(len, tgt_chunks))
+    if n_tgt != pairs:
+        raise DataError(f"parallel files differ in length: {src_path} has {pairs} lines, {tgt_path} has {n_tgt}")
+    if pairs == 0:
         raise DataError(f"{src_path}: empty file")
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+    src, tgt = [], []
+    for src_chunk, tgt_chunk in parallel_chunks(src_path, tgt_path):
+        src += src_chunk
+        tgt += tgt_chunk
     return src, tgt
 
 
-def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
-    """The train or dev side of the corpus as (source lines, target lines)."""
+def split_chunks(cfg: DataConfig, split: str) -> Chunks:
+    """The train or dev side of the corpus as chunks of (source lines, target lines)."""
     src_path, tgt_path = (cfg.train_src, cfg.train_tgt) if split == "train" else (cfg.dev_src, cfg.dev_tgt)
     if src_path or tgt_path:
         if not (src_path and tgt_path):
-            which = "train" if split == "train" else "dev"
-            raise DataError(f"data.{which}_src and data.{which}_tgt must be given together")
-        return read_parallel(src_path, tgt_path)
+            raise DataError(f"data.{split}_src and data.{split}_tgt must be given together")
+        return parallel_chunks(src_path, tgt_path)
     if cfg.dataset:
-        return _load_hf_split(cfg, cfg.train_split if split == "train" else cfg.dev_split)
+        return _dataset_chunks(cfg, cfg.train_split if split == "train" else cfg.dev_split)
     raise DataError(f"no {split} data: set data.{split}_src and data.{split}_tgt, or data.dataset")
 
 
-def _load_hf_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
-    """Rows of a `datasets` split, either {"translation": {src: .., tgt: ..}} or flat src/tgt columns."""
+def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
+    """The train or dev side of the corpus in memory as (source lines, target lines)."""
+    src, tgt = [], []
+    for src_chunk, tgt_chunk in split_chunks(cfg, split):
+        src += src_chunk
+        tgt += tgt_chunk
+    return src, tgt
+
+
+def _dataset_chunks(cfg: DataConfig, split: str) -> Chunks:
+    """Rows of a `datasets` split, either {"translation": {src: .., tgt: ..}} or flat src/tgt columns.
+
+    A loaded split is an Arrow table mapped from disk, so reading it in chunks keeps memory bounded.
+    """
+    ds = _load_dataset_split(cfg, split)
+    if "translation" not in ds.column_names:
+        for lang in (cfg.src_lang, cfg.tgt_lang):
+            if lang not in ds.column_names:
+                raise DataError(f"data.dataset {cfg.dataset}: no column '{lang}' (columns: {ds.column_names})")
+    for rows in ds.iter(batch_size=CHUNK_LINES):
+        if "translation" not in rows:
+            yield list(rows[cfg.src_lang]), list(rows[cfg.tgt_lang])
+            continue
+        try:
+            yield [p[cfg.src_lang] for p in rows["translation"]], [p[cfg.tgt_lang] for p in rows["translation"]]
+        except KeyError as e:
+            raise DataError(f"data.dataset {cfg.dataset}: no language {e} in 'translation'") from None
+
+
+def _load_dataset_split(cfg: DataConfig, split: str):
     import datasets
 
     if not (cfg.src_lang and cfg.tgt_lang):
@@ -72,151 +132,9 @@ def _load_hf_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
     try:
         if Path(cfg.dataset).is_dir():
             ds = datasets.load_from_disk(cfg.dataset)
-            ds = ds[split] if isinstance(ds, datasets.DatasetDict) else ds
-        else:
-            ds = datasets.load_dataset(cfg.dataset, cfg.dataset_config, split=split)
+            return ds[split] if isinstance(ds, datasets.DatasetDict) else ds
+        return datasets.load_dataset(cfg.dataset, cfg.dataset_config, split=split)
     except KeyError:
         raise DataError(f"data.dataset {cfg.dataset}: no split '{split}'") from None
     except Exception as e:  # datasets raises many kinds (network, missing config, ...)
         raise DataError(f"data.dataset {cfg.dataset}: cannot load split '{split}': {e}") from None
-    if "translation" in ds.column_names:
-        pairs = ds["translation"]
-        try:
-            return [p[cfg.src_lang] for p in pairs], [p[cfg.tgt_lang] for p in pairs]
-        except KeyError as e:
-            raise DataError(f"data.dataset {cfg.dataset}: no language {e} in 'translation'") from None
-    for lang in (cfg.src_lang, cfg.tgt_lang):
-        if lang not in ds.column_names:
-            raise DataError(f"data.dataset {cfg.dataset}: no column '{lang}' (columns: {ds.column_names})")
-    return list(ds[cfg.src_lang]), list(ds[cfg.tgt_lang])
-
-
-# ---------------------------------------------------------------- the encoded corpus
-
-
-@dataclass
-class Corpus:
-    """Encoded sentence pairs stored flat: sentence i is tokens[offsets[i]:offsets[i+1]] (no BOS/EOS)."""
-
-    src: torch.Tensor
-    src_offsets: torch.Tensor
-    tgt: torch.Tensor
-    tgt_offsets: torch.Tensor
-
-    def __len__(self) -> int:
-        return len(self.src_offsets) - 1
-
-    def src_lengths(self) -> torch.Tensor:
-        return self.src_offsets.diff()
-
-    def tgt_lengths(self) -> torch.Tensor:
-        return self.tgt_offsets.diff()
-
-    def costs(self) -> torch.Tensor:
-        """Per pair, the length of its longer side including BOS/EOS: what it adds to a padded batch."""
-        return torch.maximum(self.src_lengths(), self.tgt_lengths()) + 1
-
-    def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return (self.src[self.src_offsets[i]:self.src_offsets[i + 1]],
-                self.tgt[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
-
-    def to_dict(self) -> dict:
-        return {"src": self.src, "src_offsets": self.src_offsets, "tgt": self.tgt, "tgt_offsets": self.tgt_offsets}
-
-
-def _flatten(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.int64)
-    offsets = torch.zeros(len(seqs) + 1, dtype=torch.int64)
-    offsets[1:] = lengths.cumsum(0)
-    flat = torch.tensor([t for s in seqs for t in s], dtype=torch.int32)
-    return flat, offsets
-
-
-def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None):
-    """Encode pairs; drop pairs with an empty side or a side over `max_len` tokens. Returns (corpus, counts)."""
-    src_ids, tgt_ids = src_tok.encode(src_lines), tgt_tok.encode(tgt_lines)
-    kept_src, kept_tgt, counts = [], [], {"empty": 0, "too_long": 0}
-    for s, t in zip(src_ids, tgt_ids):
-        if not s or not t:
-            counts["empty"] += 1
-        elif max_len is not None and max(len(s), len(t)) > max_len:
-            counts["too_long"] += 1
-        else:
-            kept_src.append(s)
-            kept_tgt.append(t)
-    src, src_offsets = _flatten(kept_src)
-    tgt, tgt_offsets = _flatten(kept_tgt)
-    return Corpus(src, src_offsets, tgt, tgt_offsets), counts
-
-
-# ---------------------------------------------------------------- prepare and cache
-
-
-@dataclass
-class PreparedData:
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
-    train: Corpus
-    dev: Corpus | None
-    dev_src: list[str]  # raw dev text, for BLEU
-    dev_ref: list[str]
-    stats: dict
-
-
-def data_dir(cfg: Config) -> Path:
-    return Path(cfg.output_dir) / "data"
-
-
-def _stamp(cfg: Config) -> dict:
-    """What the cache depends on; a different stamp means the cache is not this config's."""
-    d = config_to_dict(cfg)
-    return {"data": d["data"], "tokenizer": d["tokenizer"]}
-
-
-def prepare_data(cfg: Config, log=print, force: bool = False) -> PreparedData:
-    """Load the cache in `output_dir/data/`, or build it: train sentencepiece, encode train and dev."""
-    folder = data_dir(cfg)
-    stamp_path = folder / "prepared.json"
-    if stamp_path.exists() and not force:
-        old = json.loads(stamp_path.read_text())
-        if old != _stamp(cfg):
-            changed = [f"{sec}.{k}" for sec in old for k in old[sec] if old[sec][k] != _stamp(cfg)[sec].get(k)]
-            raise DataError(f"{cfg.output_dir}: prepared with a different config ({', '.join(changed)} changed); "
-                            "use another output_dir or run with --restart")
-        return load_prepared(cfg)
-    folder.mkdir(parents=True, exist_ok=True)
-    train_src, train_tgt = load_split(cfg.data, "train")
-    has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
-    dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])
-    log(f"prepare: training sentencepiece ({cfg.tokenizer.type}, vocab {cfg.tokenizer.vocab_size}, "
-        f"{'joint' if cfg.tokenizer.joint else 'separate'}) on {len(train_src)} pairs")
-    spm.set_random_generator_seed(cfg.train.seed)
-    if cfg.tokenizer.joint:
-        src_tok = tgt_tok = train_tokenizer(train_src + train_tgt, cfg.tokenizer)
-    else:
-        src_tok, tgt_tok = train_tokenizer(train_src, cfg.tokenizer), train_tokenizer(train_tgt, cfg.tokenizer)
-    train, counts = encode_corpus(train_src, train_tgt, src_tok, tgt_tok, cfg.data.max_len)
-    if len(train) == 0:
-        raise DataError(f"no usable training pairs: {counts['empty']} empty, {counts['too_long']} over "
-                        f"data.max_len={cfg.data.max_len}")
-    dev, _ = encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None) if has_dev else (None, None)
-    stats = {"train_pairs": len(train_src), "kept_pairs": len(train), "skipped_empty": counts["empty"],
-             "skipped_too_long": counts["too_long"], "src_vocab": len(src_tok), "tgt_vocab": len(tgt_tok),
-             "dev_pairs": len(dev_src)}
-    atomic_save(folder / "corpus.pt", {
-        "src_tokenizer": src_tok.to_tensor(), "tgt_tokenizer": tgt_tok.to_tensor(),
-        "train": train.to_dict(), "dev": dev.to_dict() if dev is not None else {},
-        "dev_src": dev_src, "dev_ref": dev_ref, "stats": stats})
-    atomic_write_text(stamp_path, json.dumps(_stamp(cfg), indent=1))
-    log(f"prepare: kept {len(train)} of {len(train_src)} pairs (skipped {counts['empty']} with an empty side, "
-        f"{counts['too_long']} over {cfg.data.max_len} tokens); vocab {len(src_tok)}")
-    return PreparedData(src_tok, tgt_tok, train, dev, dev_src, dev_ref, stats)
-
-
-def load_prepared(cfg: Config) -> PreparedData:
-    blob = load_tensors(data_dir(cfg) / "corpus.pt")
-    src_tok = Tokenizer.from_tensor(blob["src_tokenizer"])
-    tgt_tok = src_tok if cfg.tokenizer.joint else Tokenizer.from_tensor(blob["tgt_tokenizer"])
-    dev = Corpus(**blob["dev"]) if blob["dev"] else None
-    return PreparedData(src_tok, tgt_tok, Corpus(**blob["train"]), dev, blob["dev_src"], blob["dev_ref"],
-                        blob["stats"])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from mt.checkpoint import load_checkpoint
 from mt.config import Config, config_from_dict, load_config
-from mt.data import data_dir
 from mt.model import build_model, count_parameters
+from mt.prepare import STAMP, data_dir, load_prepared
 from mt.tokenizer import Tokenizer
 
 
@@ -18,10 +18,8 @@ def _vocab_sizes(path: Path, overrides: list[str]) -> tuple[Config, int, int, st
         src, tgt = (len(Tokenizer.from_tensor(ckpt[k])) for k in ("src_tokenizer", "tgt_tokenizer"))
         return cfg, src, tgt, "trained tokenizer"
     cfg = load_config(path, overrides)
-    prepared = data_dir(cfg) / "corpus.pt"
+    prepared = data_dir(cfg) / STAMP
     if prepared.exists():
-        from mt.data import load_prepared
-
         data = load_prepared(cfg)
         return cfg, len(data.src_tokenizer), len(data.tgt_tokenizer), f"trained tokenizer in {prepared.parent}"
     size = cfg.tokenizer.vocab_size

@@ -27,14 +27,15 @@ from mt.checkpoint import (
     save_checkpoint,
     step_checkpoints,
 )
-from mt.config import Config, config_to_dict, save_config
-from mt.data import Corpus, PreparedData, load_prepared, prepare_data
+from mt.config import Config, config_to_dict, data_identity, save_config
+from mt.corpus import Corpus
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
 from mt.flops import matmul_peak_flops
 from mt.metrics import TensorBoardLog
 from mt.model import Transformer, build_model, count_parameters
+from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
 from mt.step import (
     label_smoothed_loss,
@@ -333,9 +334,9 @@ def _resume(path, cfg, model, optimizer, scaler, stream, state, rt) -> None:
 
 def _check_compatible(saved: dict, cfg: Config, path: Path) -> None:
     """Refuse to continue a checkpoint whose model, tokenizer or data differ from the current config."""
-    current = config_to_dict(cfg)
-    changed = [f"{section}.{key}" for section in ("model", "tokenizer", "data")
-               for key in current[section] if saved.get(section, {}).get(key) != current[section][key]]
+    current = {"model": config_to_dict(cfg)["model"], **data_identity(cfg)}
+    changed = [f"{section}.{key}" for section, values in current.items()
+               for key in values if saved.get(section, {}).get(key) != values[key]]
     if changed:
         raise CheckpointError(f"{path}: saved with a different config ({', '.join(changed)} differ); "
                               "use another output_dir or pass --restart to start over")

@@ -2,8 +2,10 @@ import torch
 
 from mt.config import TokenizerConfig, load_config
 from mt.batching import BatchStream, collate, token_batches, training_batches
-from mt.data import encode_corpus, load_prepared, prepare_data, read_parallel
+from mt.corpus import encode_corpus
+from mt.data import read_parallel
 from mt.masks import target_mask
+from mt.prepare import load_prepared, prepare_data
 from mt.tokenizer import BOS, EOS, PAD, UNK, train_tokenizer
 from tests.conftest import DATA, TINY, tiny_overrides
 
@@ -22,14 +24,14 @@ def test_prepare_writes_a_cache_that_loads_back_identically(tmp_path):
     cfg = load_config(TINY, [s for s in tiny_overrides(tmp_path) if s != "--set"])
     first = prepare_data(cfg, log=lambda m: None)
     again = prepare_data(cfg, log=lambda m: None)  # second call reads the cache
-    assert (tmp_path / "data" / "corpus.pt").exists()
+    assert (tmp_path / "data" / "train.src.bin").exists() and first.train.src.dtype == torch.uint16
     for name in ("src", "src_offsets", "tgt", "tgt_offsets"):
         assert torch.equal(getattr(first.train, name), getattr(again.train, name))
     assert first.src_tokenizer.model_proto == again.src_tokenizer.model_proto
     # the cache holds what encoding the raw text gives, minus the pairs over max_len
     src, tgt = read_parallel(DATA / "sample-2k.de", DATA / "sample-2k.en")
     corpus, counts = encode_corpus(src, tgt, first.src_tokenizer, first.tgt_tokenizer, cfg.data.max_len)
-    assert torch.equal(corpus.src, again.train.src) and len(corpus) + counts["too_long"] == len(src)
+    assert torch.equal(corpus.src.long(), again.train.src.long()) and len(corpus) + counts["too_long"] == len(src)
     assert first.stats["skipped_too_long"] == counts["too_long"] > 0
     assert len(load_prepared(cfg).dev_ref) == len(first.dev_ref) == 883
 

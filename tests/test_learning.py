@@ -9,7 +9,7 @@ import torch
 
 from mt.config import ModelConfig
 from mt.batching import collate
-from mt.data import encode_corpus
+from mt.corpus import encode_corpus
 from mt.decode import translate_ids
 from mt.model import build_model
 from mt.step import label_smoothed_loss

@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from mt.batching import BatchStream, Prefetcher, collate, pad_sequences, training_batches
 from mt.config import ModelConfig, TrainConfig
-from mt.data import encode_corpus
+from mt.corpus import encode_corpus
 from mt.errors import ConfigError
 from mt.flops import training_flops
 from mt.masks import padding_mask

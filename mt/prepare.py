@@ -1,0 +1,231 @@
+"""`mt prepare`: train sentencepiece and encode the corpus once into `output_dir/data/`, in bounded memory.
+
+The training text is read twice, in chunks, and never held whole: the first pass draws the lines sentencepiece
+trains on (a uniform sample of `tokenizer.max_sentences`, see `Reservoir`), the second encodes every pair
+straight into the files the trainer maps (mt/corpus.py). The finished folder holds
+
+    train.{src,tgt}.{bin,idx}, dev.{src,tgt}.{bin,idx}   the encoded corpus (layout in mt/corpus.py)
+    src.model, tgt.model    the sentencepiece models (one, src.model, when tokenizer.joint)
+    dev.json                the raw dev text, for BLEU
+    corpus.json             pair counts, token dtypes, statistics
+    prepared.json           the config it was made from; written last, so it marks the folder complete
+
+It is built in `data.partial/` and renamed to `data/` when complete: an interrupted run leaves nothing a later
+run mistakes for a good cache.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+from tqdm import tqdm
+
+from mt.checkpoint import atomic_write_text
+from mt.config import Config, data_identity
+from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
+from mt.data import load_split, split_chunks
+from mt.errors import DataError
+from mt.tokenizer import Tokenizer, train_tokenizer
+
+FORMAT = "mt-prepared-2"  # 1 was one torch file, corpus.pt, loaded whole
+STAMP = "prepared.json"
+
+
+@dataclass
+class PreparedData:
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    train: Corpus
+    dev: Corpus | None
+    dev_src: list[str]  # raw dev text, for BLEU
+    dev_ref: list[str]
+    stats: dict
+
+
+def data_dir(cfg: Config) -> Path:
+    return Path(cfg.output_dir) / "data"
+
+
+def _stamp(cfg: Config) -> dict:
+    """What the cache depends on; a different stamp means the cache is not this config's."""
+    return data_identity(cfg)
+
+
+def prepare_data(cfg: Config, log=print, force: bool = False) -> PreparedData:
+    """Load the cache in `output_dir/data/`, or build it: train sentencepiece, encode train and dev."""
+    folder = data_dir(cfg)
+    if (folder / STAMP).exists() and not force:
+        old = json.loads((folder / STAMP).read_text())
+        if old != _stamp(cfg):
+            new = _stamp(cfg)
+            changed = [f"{sec}.{k}" for sec in new for k in {*old.get(sec, {}), *new[sec]}
+                       if old.get(sec, {}).get(k) != new[sec].get(k)]
+            raise DataError(f"{cfg.output_dir}: prepared with a different config ({', '.join(changed)} changed); "
+                            "use another output_dir or run with --restart")
+        if _format(folder) == FORMAT:
+            return load_prepared(cfg)
+        log(f"prepare: {folder} was written by an older mt; encoding the corpus again")
+    building = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(building, ignore_errors=True)  # left by an interrupted run
+    building.mkdir(parents=True)
+    _build(cfg, building, log)
+    atomic_write_text(building / STAMP, json.dumps(_stamp(cfg), indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    building.rename(folder)
+    return load_prepared(cfg)
+
+
+def _format(folder: Path) -> str | None:
+    meta = folder / "corpus.json"
+    return json.loads(meta.read_text()).get("format") if meta.exists() else None
+
+
+def load_prepared(cfg: Config) -> PreparedData:
+    """The complete cache of `prepare_data`, its token arrays memory-mapped."""
+    folder = data_dir(cfg)
+    if not (folder / STAMP).exists() or _format(folder) != FORMAT:
+        raise DataError(f"{folder}: no prepared data; run `mt prepare` first")
+    meta = json.loads((folder / "corpus.json").read_text())
+    src_tok = Tokenizer((folder / "src.model").read_bytes())
+    tgt_tok = src_tok if cfg.tokenizer.joint else Tokenizer((folder / "tgt.model").read_bytes())
+    dev_text = json.loads((folder / "dev.json").read_text(encoding="utf-8"))
+    dev = map_corpus(folder, "dev", meta["dev"]) if meta["dev"] else None
+    return PreparedData(src_tok, tgt_tok, map_corpus(folder, "train", meta["train"]), dev, dev_text["src"],
+                        dev_text["ref"], meta["stats"])
+
+
+def _build(cfg: Config, folder: Path, log) -> None:
+    has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
+    dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
+    src_tok, tgt_tok, pairs = _train_tokenizers(cfg, log)
+    (folder / "src.model").write_bytes(src_tok.model_proto)
+    if not cfg.tokenizer.joint:
+        (folder / "tgt.model").write_bytes(tgt_tok.model_proto)
+    counts = {"empty": 0, "too_long": 0}
+    with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \
+            _Progress("encoded", pairs, log) as progress:
+        for src, tgt in split_chunks(cfg.data, "train"):
+            for key, n in writer.add(src_tok.encode(src), tgt_tok.encode(tgt), cfg.data.max_len).items():
+                counts[key] += n
+            progress.update(len(src))
+        train_meta = writer.close()
+    if train_meta["pairs"] == 0:
+        raise DataError(f"no usable training pairs: {counts['empty']} empty, {counts['too_long']} over "
+                        f"data.max_len={cfg.data.max_len}")
+    dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None)[0]) \
+        if has_dev else None
+    (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref}, ensure_ascii=False),
+                                     encoding="utf-8")
+    stats = {"train_pairs": pairs, "kept_pairs": train_meta["pairs"], "skipped_empty": counts["empty"],
+             "skipped_too_long": counts["too_long"], "src_vocab": len(src_tok), "tgt_vocab": len(tgt_tok),
+             "dev_pairs": len(dev_src)}
+    (folder / "corpus.json").write_text(json.dumps({"format": FORMAT, "train": train_meta, "dev": dev_meta,
+                                                    "stats": stats}, indent=1))
+    log(f"prepare: kept {train_meta['pairs']} of {pairs} pairs (skipped {counts['empty']} with an empty side, "
+        f"{counts['too_long']} over {cfg.data.max_len} tokens); vocab {len(src_tok)}")
+
+
+# ---------------------------------------------------------------- the tokenizer's sample
+
+
+class Reservoir:
+    """A uniform sample of `size` lines of a stream (Vitter's Algorithm R), drawn in one pass.
+
+    Each line comes with a key; `lines()` returns the sample ordered by key, so a stream that fits whole comes
+    back exactly as it went in (whatever order the chunks arrived in).
+    """
+
+    def __init__(self, size: int, seed: int):
+        self.size, self.seen = size, 0
+        self.rng = np.random.default_rng(seed)
+        self.sample: list[str] = []
+        self.keys = array.array("q")
+
+    def add(self, lines: list[str], first_key: int) -> None:
+        """Offer `lines`, whose keys are first_key, first_key + 1, ..."""
+        room = min(max(self.size - len(self.sample), 0), len(lines))
+        self.sample += lines[:room]
+        self.keys.extend(range(first_key, first_key + room))
+        # Line number t of the stream (0-based) replaces a random slot with probability size / (t + 1).
+        positions = np.arange(self.seen + room, self.seen + len(lines))
+        slots = self.rng.integers(0, positions + 1)
+        for i in np.flatnonzero(slots < self.size).tolist():  # in stream order: a later line wins a slot
+            self.sample[slots[i]] = lines[room + i]
+            self.keys[slots[i]] = first_key + room + i
+        self.seen += len(lines)
+
+    def lines(self) -> Iterator[str]:
+        """The sample in key order, each line dropped once yielded (sentencepiece keeps its own copy)."""
+        order = np.argsort(np.frombuffer(self.keys, dtype=np.int64), kind="stable")
+        sample, self.sample, self.keys = self.sample, [], array.array("q")
+        for i in order.tolist():
+            line, sample[i] = sample[i], None
+            yield line
+
+
+TGT_KEYS = 1 << 48  # joint sample: target lines sort after every source line, as in src_lines + tgt_lines
+
+
+def _train_tokenizers(cfg: Config, log) -> tuple[Tokenizer, Tokenizer, int]:
+    """One pass over the training text: count the pairs, sample the lines and train sentencepiece on them."""
+    tc, seed = cfg.tokenizer, cfg.train.seed
+    reservoirs = [Reservoir(tc.max_sentences, seed)] if tc.joint else \
+        [Reservoir(tc.max_sentences, seed), Reservoir(tc.max_sentences, seed + 1)]
+    pairs = 0
+    with _Progress("read", None, log) as progress:
+        for src, tgt in split_chunks(cfg.data, "train"):
+            reservoirs[0].add(src, pairs)
+            reservoirs[-1].add(tgt, pairs + TGT_KEYS)
+            pairs += len(src)
+            progress.update(len(src))
+    if pairs == 0:
+        raise DataError("no training pairs: the training data is empty")
+    lines = sum(len(r.sample) for r in reservoirs)
+    log(f"prepare: training sentencepiece ({tc.type}, vocab {tc.vocab_size}, "
+        f"{'joint' if tc.joint else 'separate'}) on {pairs} pairs"
+        + (f" ({lines} lines sampled)" if any(r.seen > r.size for r in reservoirs) else ""))
+    spm.set_random_generator_seed(seed)
+    tokenizers = [train_tokenizer(r.lines(), tc) for r in reservoirs]
+    return tokenizers[0], tokenizers[-1], pairs
+
+
+# ---------------------------------------------------------------- progress
+
+
+class _Progress:
+    """Pairs per second: a tqdm bar on a terminal; otherwise a line every 30 s and one at the end."""
+
+    EVERY_S = 30.0
+
+    def __init__(self, what: str, total: int | None, log):
+        self.what, self.log, self.done = what, log, 0
+        self.start = self.last_line = time.perf_counter()
+        self.bar = tqdm(total=total, desc=f"prepare: {what}", unit=" pairs", unit_scale=True, file=sys.stderr,
+                        disable=not sys.stderr.isatty(), dynamic_ncols=True, leave=False)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.bar.update(n)
+        now = time.perf_counter()
+        if self.bar.disable and now - self.last_line >= self.EVERY_S:
+            self.last_line = now
+            self.log(f"prepare: {self.what} {self.done:,} pairs ({self.done / (now - self.start):,.0f} pairs/s)")
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
+        if exc[0] is None:
+            seconds = time.perf_counter() - self.start
+            self.log(f"prepare: {self.what} {self.done:,} pairs in {seconds:.1f} s "
+                     f"({self.done / max(seconds, 1e-9):,.0f} pairs/s)")

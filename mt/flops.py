@@ -33,8 +33,9 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32, 
     """FLOP/s of a large square matmul on `device` in `dtype`, measured now (a practical peak, not the spec;
     on a machine shared with other work it is what this process can get at that moment)."""
     size = 8192 if device.type == "cuda" else 1024
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
+    own = torch.Generator(device=device).manual_seed(0)  # leave the global RNG (dropout, exact resume) alone
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=own)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=own)
     _sync(device)
     a @ b  # warm-up (kernel selection, caches)
     _sync(device)

@@ -11,6 +11,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from mt.corpus import Corpus
@@ -23,40 +24,63 @@ def round_up(n: torch.Tensor | int, multiple: int):
     return (n + multiple - 1) // multiple * multiple
 
 
-def token_batches(lengths: list[int], batch_tokens: int) -> list[list[int]]:
-    """Group indices, sorted by length, so that (batch size x longest length) <= batch_tokens.
+class Batches:
+    """Token-bucketed batches as two arrays: `order` holds the pair indices sorted by length and batch i is
+    order[bounds[i]:bounds[i + 1]]. That is 8 bytes a pair, where a list of lists of Python ints costs
+    about ten times more and grows a training process with the corpus."""
 
-    A single item longer than `batch_tokens` gets a batch of its own.
+    def __init__(self, order: np.ndarray, bounds: np.ndarray):
+        self.order, self.bounds = order, bounds
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.order[self.bounds[i]:self.bounds[i + 1]].tolist()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+
+def token_batches(lengths, batch_tokens: int) -> Batches:
+    """Group indices, sorted by length (ties by index), so that (batch size x longest length) <= batch_tokens.
+
+    A single item longer than `batch_tokens` gets a batch of its own. The loop runs once per batch, not per item.
     """
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    batches, current, longest = [], [], 0
-    for i in order:
-        new_longest = max(longest, lengths[i])
-        if current and new_longest * (len(current) + 1) > batch_tokens:
-            batches.append(current)
-            current, new_longest = [], lengths[i]
-        current.append(i)
-        longest = new_longest
-    if current:
-        batches.append(current)
-    return batches
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    ascending = lengths[order]
+    bounds, start = [0], 0
+    while start < len(order):
+        # Lengths ascend, so a batch starting here holds at most batch_tokens // ascending[start] items, and
+        # (longest x size) = ascending[j] * (j - start + 1) only grows with j: count the prefix that fits.
+        window = ascending[start:start + max(1, batch_tokens // max(1, int(ascending[start])))]
+        fits = window * np.arange(1, len(window) + 1) <= batch_tokens
+        start += max(1, int(fits.sum()))
+        bounds.append(start)
+    small = np.int32 if len(order) < 2**31 else np.int64
+    return Batches(order.astype(small), np.array(bounds, dtype=np.int64))
 
 
-def training_batches(corpus: Corpus, batch_tokens: int) -> list[list[int]]:
+def training_batches(corpus: Corpus, batch_tokens: int) -> Batches:
     """Token-bucketed batches; the cost of a pair is its longer side including BOS/EOS (fairseq's max_tokens).
     Rounding lengths up to `data.pad_to_multiple` widens the tensors, not the batch: the same pairs either way."""
-    return token_batches(corpus.costs().tolist(), batch_tokens)
+    return token_batches(corpus.costs().numpy(), batch_tokens)
 
 
-def padding_fraction(corpus: Corpus, batches: list[list[int]], pad_to_multiple: int = 1) -> float:
+def padding_fraction(corpus: Corpus, batches: Batches, pad_to_multiple: int = 1) -> float:
     """Share of padded positions in the source and target tensors of `batches`."""
-    src_len, tgt_len = corpus.src_lengths() + 1, corpus.tgt_lengths() + 1
+    if len(batches) == 0:
+        return 0.0
     padded = real = 0
-    for b in batches:
-        idx = torch.tensor(b)
-        for lens in (src_len[idx], tgt_len[idx]):
-            padded += int(round_up(lens.max(), pad_to_multiple)) * len(b)
-            real += int(lens.sum())
+    for lengths in (corpus.src_lengths() + 1, corpus.tgt_lengths() + 1):
+        in_order = lengths.numpy()[batches.order]
+        longest = np.maximum.reduceat(in_order, batches.bounds[:-1])
+        padded += int((round_up(longest, pad_to_multiple) * batches.sizes()).sum())
+        real += int(in_order.sum())
     return 1.0 - real / padded if padded else 0.0
 
 
@@ -124,7 +148,7 @@ class BatchStream:
     `state()` / `load_state()` give the exact position so a resumed run sees the same batches.
     """
 
-    def __init__(self, corpus: Corpus, batches: list[list[int]], seed: int, rank: int = 0, world: int = 1,
+    def __init__(self, corpus: Corpus, batches: Batches, seed: int, rank: int = 0, world: int = 1,
                  pad_to_multiple: int = 1):
         if len(batches) < world:
             raise DataError(f"only {len(batches)} batches for {world} processes; lower train.batch_tokens")

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -249,11 +250,11 @@ def _truncate_metrics(path: Path, step: int) -> None:
 def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> tuple[float, int]:
     """Mean NLL per target token under teacher forcing (pairs longer than the model's positions left out),
     and the token count."""
-    lengths = corpus.costs().tolist()
-    fits = [i for i, n in enumerate(lengths) if n <= model.cfg.max_positions]
+    costs = corpus.costs().numpy()
+    fits = np.flatnonzero(costs <= model.cfg.max_positions)
     nll_sum, tokens = torch.zeros((), device=device), 0
-    for batch_of_fits in token_batches([lengths[i] for i in fits], batch_tokens):
-        batch = collate(corpus, [fits[j] for j in batch_of_fits]).to(device)
+    for batch_of_fits in token_batches(costs[fits], batch_tokens):
+        batch = collate(corpus, fits[batch_of_fits]).to(device)
         logits = model(batch.src, batch.src_mask, batch.tgt_in)
         nll_sum += label_smoothed_loss(logits, batch.tgt_out, 0.0)[1]
         tokens += batch.n_tokens

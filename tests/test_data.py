@@ -1,7 +1,10 @@
+import random
+
+import pytest
 import torch
 
 from mt.config import TokenizerConfig, load_config
-from mt.batching import BatchStream, collate, token_batches, training_batches
+from mt.batching import BatchStream, collate, padding_fraction, token_batches, training_batches
 from mt.corpus import encode_corpus
 from mt.data import read_parallel
 from mt.masks import target_mask
@@ -42,6 +45,40 @@ def test_token_batches_respect_the_budget_and_cover_everything():
     assert sorted(i for b in batches for i in b) == list(range(500))
     for b in batches:
         assert max(lengths[i] for i in b) * len(b) <= 256
+
+
+def _one_pair_at_a_time(lengths: list[int], batch_tokens: int) -> list[list[int]]:
+    """The greedy bucketing written the obvious way: the reference the array version must match."""
+    batches, current, longest = [], [], 0
+    for i in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
+        if current and max(longest, lengths[i]) * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, lengths[i])
+    return batches + [current] if current else batches
+
+
+def test_token_batches_equal_the_one_pair_at_a_time_bucketing():
+    rng = random.Random(5)
+    for budget in (1, 7, 64, 300, 4096):
+        lengths = [rng.choice([1, 2, 3, 5, 8, 40, 130, 700]) + rng.randrange(3) for _ in range(2000)]
+        assert list(token_batches(lengths, budget)) == _one_pair_at_a_time(lengths, budget)
+    assert list(token_batches([], 64)) == []
+
+
+def test_padding_fraction_counts_the_padded_cells(tmp_path):
+    cfg = load_config(TINY, [s for s in tiny_overrides(tmp_path) if s != "--set"])
+    corpus = prepare_data(cfg, log=lambda m: None).train
+    batches = training_batches(corpus, 300)
+    for multiple in (1, 8):
+        padded = real = 0
+        for b in batches:
+            for side in (0, 1):
+                lengths = [len(corpus.pair(i)[side]) + 1 for i in b]
+                padded += -(-max(lengths) // multiple) * multiple * len(b)
+                real += sum(lengths)
+        assert padding_fraction(corpus, batches, multiple) == pytest.approx(1 - real / padded)
 
 
 def test_collate_builds_teacher_forcing_pairs_and_matching_masks(tmp_path):

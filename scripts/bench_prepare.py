@@ -110,17 +110,28 @@ def run_measured(args: list[str], cwd: Path, log: Path, ranks: bool = False) -> 
     return result
 
 
-def bench(project: Path, name: str, corpus: Path, pairs: int, args) -> dict:
+def bench(project: Path, name: str, corpus: Path, pairs: int, args, prepared: Path | None = None) -> dict:
+    """Prepare and train with `project`'s mt; given `prepared` (another run's data folder), train on a copy of it."""
     out = corpus / f"run-{name}"
-    prepare = run_measured(mt_args("prepare", out, corpus, args.set), project, corpus / f"{name}-prepare.log")
-    print(f"{project}: prepare {prepare['seconds']:.1f} s, peak RSS {prepare['peak_mib']:.0f} MiB", file=sys.stderr)
+    if prepared is None:
+        prepare = run_measured(mt_args("prepare", out, corpus, args.set), project, corpus / f"{name}-prepare.log")
+    else:
+        out.mkdir()
+        shutil.copytree(prepared, out / "data")
+        prepare = None
+    if prepare:
+        print(f"{project}: prepare {prepare['seconds']:.1f} s, peak RSS {prepare['peak_mib']:.0f} MiB", file=sys.stderr)
     train_args = mt_args("train", out, corpus, args.set)
     if args.nproc > 1:
         train_args = ["-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc), *train_args]
     train = run_measured(train_args, project, corpus / f"{name}-train.log", ranks=args.nproc > 1)
+    if args.prepare_once and prepared is None:
+        shutil.copytree(out / "data", corpus / "prepared")
     shutil.rmtree(out, ignore_errors=True)
-    return {"project": str(project), "pairs": pairs, "prepare_s": round(prepare["seconds"], 1),
-            "pairs_per_s": round(pairs / prepare["seconds"]), "prepare_peak_mib": round(prepare["peak_mib"]),
+    measured = {"prepare_s": round(prepare["seconds"], 1), "pairs_per_s": round(pairs / prepare["seconds"]),
+                "prepare_peak_mib": round(prepare["peak_mib"])} if prepare else \
+        {"prepare_s": None, "pairs_per_s": None, "prepare_peak_mib": None}
+    return {"project": str(project), "pairs": pairs, **measured,
             "train_s": round(train["seconds"], 1), "train_peak_mib": round(train["peak_mib"]),
             **({"train_rank_peak_mib": train["rank_peak_mib"]} if "rank_peak_mib" in train else {})}
 
@@ -132,13 +143,17 @@ def main():
                         help="checkout whose `mt` to run (repeat to compare; default: this one)")
     parser.add_argument("--nproc", type=int, default=1, help="train under torch.distributed.run with N processes")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to mt")
+    parser.add_argument("--prepare-once", action="store_true",
+                        help="prepare with the first --project only; the others train on a copy of its cache "
+                             "(for checkouts whose prepare is the same, to compare training memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args()
     projects = [p.resolve() for p in args.project or [ROOT]]
     with tempfile.TemporaryDirectory(prefix="bench-prepare-") as tmp:
         work = Path(tmp)
         pairs = build_corpus(work, args.copies)
-        results = [bench(p, str(i), work, pairs, args) for i, p in enumerate(projects)]
+        results = [bench(p, str(i), work, pairs, args,
+                         work / "prepared" if args.prepare_once and i > 0 else None) for i, p in enumerate(projects)]
     if args.json:
         print(json.dumps({"copies": args.copies, "cpus": os.cpu_count(), "nproc": args.nproc, "results": results}))
         return
@@ -147,7 +162,8 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         ranks = f" (ranks: {', '.join(map(str, r['train_rank_peak_mib']))})" if "train_rank_peak_mib" in r else ""
-        print(f"| {r['project']} | {r['pairs']:,} | {r['prepare_s']} | {r['pairs_per_s']:,} | {r['prepare_peak_mib']:,} "
+        made = f"{r['prepare_s']} | {r['pairs_per_s']:,} | {r['prepare_peak_mib']:,}" if r["prepare_s"] else "copied | | "
+        print(f"| {r['project']} | {r['pairs']:,} | {made} "
               f"| {r['train_s']} | {r['train_peak_mib']:,}{ranks} |")
 
 

@@ -75,12 +75,17 @@ def parallel_chunks(src_path: str | Path, tgt_path: str | Path) -> Chunks:
         raise DataError(f"{src_path}: empty file")
 
 
-def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+def joined(chunks: Chunks) -> tuple[list[str], list[str]]:
+    """All chunks of (source lines, target lines) as two lists in memory."""
     src, tgt = [], []
-    for src_chunk, tgt_chunk in parallel_chunks(src_path, tgt_path):
+    for src_chunk, tgt_chunk in chunks:
         src += src_chunk
         tgt += tgt_chunk
     return src, tgt
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+    return joined(parallel_chunks(src_path, tgt_path))
 
 
 def split_chunks(cfg: DataConfig, split: str) -> Chunks:
@@ -97,11 +102,7 @@ def split_chunks(cfg: DataConfig, split: str) -> Chunks:
 
 def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
     """The train or dev side of the corpus in memory as (source lines, target lines)."""
-    src, tgt = [], []
-    for src_chunk, tgt_chunk in split_chunks(cfg, split):
-        src += src_chunk
-        tgt += tgt_chunk
-    return src, tgt
+    return joined(split_chunks(cfg, split))
 
 
 def _dataset_chunks(cfg: DataConfig, split: str) -> Chunks:

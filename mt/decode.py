@@ -142,16 +142,13 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
                 nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
     """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> the `nbest` best hypotheses per sentence.
 
-    A sentence stops when it has `beam_size` finished hypotheses and none of its live ones can still beat
-    the worst of them, even at the longest allowed length (the paper's early termination). All of it is
-    tensor operations; each step reads one number from the device, how many sentences go on.
+    A sentence stops as soon as it has `beam_size` finished hypotheses (the paper's "terminate early when
+    possible", by fairseq's and CTranslate2's rule), or at its length limit. All of it is tensor operations;
+    each step reads one number from the device, how many sentences go on.
     """
     k, batch, device = beam_size, src.size(0), src.device
     max_len = max_len.to(device)
     steps = int(max_len.max()) + 1
-    # the penalty at each sentence's longest length, computed as `length_penalty` computes it
-    limit_penalty = torch.tensor([length_penalty(m + 1, alpha) for m in max_len.tolist()], dtype=torch.float64,
-                                 device=device)
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
     start_score = torch.full((batch, k), float("-inf"), device=device)
     start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
@@ -167,7 +164,7 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
         cand_score, cand_beam, cand_token = _expand(beams.score, log_probs, k)
         _collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, length_penalty(step + 1, alpha))
         live_score, live_beam, live_token = _best_live(cand_score, cand_beam, cand_token, k)
-        done = _sentences_done(finished, beams.sentence, live_score[:, 0], max_len, limit_penalty, step, k)
+        done = _sentences_done(finished, beams.sentence, max_len, step, k)
         n_going = int((~done).sum())  # the step's one read from the device
         if n_going == 0:
             break
@@ -205,12 +202,12 @@ def _best_live(cand_score, cand_beam, cand_token, k):
     return cand_score.gather(1, order), cand_beam.gather(1, order), cand_token.gather(1, order)
 
 
-def _sentences_done(finished: _Finished, sentence, best_live, max_len, limit_penalty, step, k) -> torch.Tensor:
-    """(N,) True where the sentence reached its length limit or no live hypothesis can beat its finished ones."""
-    worst_kept = finished.score[sentence, k - 1]  # -inf while fewer than K have finished
-    # log-probs only fall as a hypothesis grows, so the best it can reach is at the longest length
-    best_possible = best_live.double() / limit_penalty[sentence]
-    return (max_len[sentence] <= step) | (torch.isfinite(worst_kept) & (worst_kept >= best_possible))
+def _sentences_done(finished: _Finished, sentence, max_len, step, k) -> torch.Tensor:
+    """(N,) True where the sentence reached its length limit or has K finished hypotheses.
+
+    Departs from an exact search, which would go on while a live hypothesis could still beat the worst
+    finished one at the longest allowed length: on the dev set that decoded 1.5x the rows for +0.06 BLEU."""
+    return (max_len[sentence] <= step) | torch.isfinite(finished.score[sentence, k - 1])
 
 
 def _advance(beams: _Beams, live_score, live_beam, live_token, going, n_going: int, k: int, step: int) -> _Beams:

@@ -49,8 +49,9 @@ def test_beam_size_one_gives_greedy_output(model, sources):
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
     max_len = max_output_lengths(torch.tensor([len(s) for s in sources]), 1.0, 10, 255)
     greedy = greedy_search(model, src, padding_mask(src), max_len=max_len, alpha=0.0)
-    beam = beam_search(model, src, padding_mask(src), beam_size=1, alpha=0.0, max_len=max_len)
-    assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
+    for alpha in (0.0, 0.6):  # a 1-wide beam stops at its first finished hypothesis, whatever the penalty
+        beam = beam_search(model, src, padding_mask(src), beam_size=1, alpha=alpha, max_len=max_len)
+        assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     assert len({tuple(h.tokens) for h in greedy}) > N_SENTENCES // 2, "outputs should differ per sentence"
     assert len({len(h.tokens) for h in greedy}) > 3, "and end at different lengths"
 
@@ -75,6 +76,30 @@ def test_scores_equal_the_length_penalized_log_probability(model, sources):
             log_prob = logits.log_softmax(-1).gather(2, tgt_out[..., None]).sum().item()
             assert h.log_prob == pytest.approx(log_prob, abs=1e-3)
             assert h.score == pytest.approx(log_prob / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-3)
+
+
+def test_a_sentence_stops_once_beam_size_hypotheses_have_finished(model, sources, monkeypatch):
+    """fairseq's and CTranslate2's rule: the search ends at the step where the K-th hypothesis finished, so the
+    longest of the K it returns ended at the last step. An exact search would go on to the length limit here."""
+    steps, decode = [], model.decode
+    eos_bias = torch.zeros(VOCAB).index_fill_(0, torch.tensor([EOS]), 3.0)  # so that hypotheses do end
+
+    def counted(*args):
+        steps.append(1)
+        return decode(*args) + eos_bias
+
+    monkeypatch.setattr(model, "decode", counted)
+    stopped_early = 0
+    for src_ids in sources:
+        src = torch.tensor([src_ids + [EOS]])
+        max_len = max_output_lengths(torch.tensor([len(src_ids)]), 1.0, 40, 63)
+        steps.clear()
+        hyps = beam_search(model, src, padding_mask(src), beam_size=4, alpha=0.6, max_len=max_len, nbest=4)[0]
+        assert len(hyps) == 4
+        if len(steps) <= max_len.item():  # not stopped by the length limit
+            assert len(steps) == max(len(h.tokens) for h in hyps) + 1
+            stopped_early += 1
+    assert stopped_early > N_SENTENCES // 2
 
 
 def test_output_length_is_capped(model, sources):

@@ -1,13 +1,16 @@
 """Decoding speed and quality on the shipped dev set: mt in float32 and int8, CTranslate2 in float32 and int8,
 greedy and beam 4, each setting in a fresh process.
 
-    python scripts/bench_decode.py --checkpoint runs/demo/checkpoint_best.pt [--limit N] [--threads 2]
+    python scripts/bench_decode.py --checkpoint runs/demo/checkpoint_best.pt [--limit N] [--threads 2] [--repeat R]
 
 The checkpoint is exported once to CTranslate2 (float32, in a temporary directory); its int8 rows decode that
 export with int8 weights (`mt translate -c DIR --quantize int8`). Every row decodes through `mt translate`'s
 own code path (load_translator, then translate_lines in batches of `--batch-tokens`) with alpha 0.6 and
 max length = source + 50. `seconds` times decoding only, `process s` the whole process (start, imports and
 model loading included); target tokens are the output re-tokenized, EOS included; peak RSS is the process's.
+With `--repeat R` the eight settings run R times in rounds (all eight, then all eight again), so that a slow
+spell of the machine hits every engine; the table gives medians, and the ratio lines give, per search, the
+median and range over rounds of mt's tokens/s over CTranslate2 float32's from the same round.
 The last lines compare CTranslate2 float32 greedy with mt's greedy line by line (the export's equivalence).
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,6 +78,7 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of all settings; the table gives medians")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--precision", help=argparse.SUPPRESS)
@@ -92,18 +97,28 @@ def main():
     print("| engine | weights | search | sentences | seconds | process s | sentences/s | target tokens/s | "
           "peak RSS (MiB) | BLEU |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    results = {}
+    runs = {setting: [] for setting in SETTINGS}
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_ctranslate2(args.checkpoint, Path(tmp) / "ct2")
-        for engine, precision, beam in SETTINGS:
-            r = child(args, str(exported) if engine == "ct2" else args.checkpoint, precision, beam)
-            results[engine, precision, beam] = r
-            bleu = score_corpus(r["texts"], refs, ["bleu"])["bleu"]["score"]
-            print(f"| {'mt' if engine == 'mt' else 'CTranslate2'} | {precision} | "
-                  f"{'greedy' if beam == 1 else f'beam {beam}'} | {r['sentences']} | {r['seconds']:.1f} | "
-                  f"{r['process_s']:.1f} | {r['sentences'] / r['seconds']:.1f} | "
-                  f"{sum(r['tokens']) / r['seconds']:.0f} | {r['peak_mib']:.0f} | {bleu:.2f} |", flush=True)
-    print(equivalence(results["mt", "fp32", 1], results["ct2", "float32", 1]))
+        for round_ in range(args.repeat):
+            for engine, precision, beam in SETTINGS:
+                print(f"round {round_ + 1}/{args.repeat}: {engine} {precision} beam {beam}", file=sys.stderr, flush=True)
+                r = child(args, str(exported) if engine == "ct2" else args.checkpoint, precision, beam)
+                runs[engine, precision, beam].append({**r, "tokens_per_s": sum(r["tokens"]) / r["seconds"]})
+    for (engine, precision, beam), rs in runs.items():
+        r, median = rs[0], lambda key: statistics.median(x[key] for x in rs)  # outputs are the same every round
+        bleu = score_corpus(r["texts"], refs, ["bleu"])["bleu"]["score"]
+        print(f"| {'mt' if engine == 'mt' else 'CTranslate2'} | {precision} | "
+              f"{'greedy' if beam == 1 else f'beam {beam}'} | {r['sentences']} | {median('seconds'):.1f} | "
+              f"{median('process_s'):.1f} | {r['sentences'] / median('seconds'):.1f} | "
+              f"{median('tokens_per_s'):.0f} | {median('peak_mib'):.0f} | {bleu:.2f} |")
+    for beam in (1, 4):
+        reference = runs["ct2", "float32", beam]
+        for precision in ("fp32", "int8"):
+            ratios = [m["tokens_per_s"] / c["tokens_per_s"] for m, c in zip(runs["mt", precision, beam], reference)]
+            print(f"{'greedy' if beam == 1 else f'beam {beam}'}: mt {precision} / CTranslate2 float32 tokens/s = "
+                  f"{statistics.median(ratios):.2f} (median of {len(ratios)} rounds; {min(ratios):.2f}-{max(ratios):.2f})")
+    print(equivalence(runs["mt", "fp32", 1][0], runs["ct2", "float32", 1][0]))
 
 
 if __name__ == "__main__":

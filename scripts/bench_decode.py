@@ -62,6 +62,14 @@ def child(args, model: str, precision: str, beam: int) -> dict:
     return {**json.loads(out.stdout), "process_s": time.perf_counter() - start}
 
 
+def search_name(beam: int) -> str:
+    return "greedy" if beam == 1 else f"beam {beam}"
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
 def equivalence(mt: dict, ct2: dict) -> str:
     same = sum(a == b for a, b in zip(mt["texts"], ct2["texts"]))
     per_token = [abs(a - b) / n for a, b, n, x, y in zip(mt["scores"], ct2["scores"], mt["tokens"], mt["texts"],
@@ -102,22 +110,24 @@ def main():
         exported = export_ctranslate2(args.checkpoint, Path(tmp) / "ct2")
         for round_ in range(args.repeat):
             for engine, precision, beam in SETTINGS:
-                print(f"round {round_ + 1}/{args.repeat}: {engine} {precision} beam {beam}", file=sys.stderr, flush=True)
+                print(f"round {round_ + 1}/{args.repeat}: {engine} {precision} {search_name(beam)}",
+                      file=sys.stderr, flush=True)
                 r = child(args, str(exported) if engine == "ct2" else args.checkpoint, precision, beam)
                 runs[engine, precision, beam].append({**r, "tokens_per_s": sum(r["tokens"]) / r["seconds"]})
     for (engine, precision, beam), rs in runs.items():
-        r, median = rs[0], lambda key: statistics.median(x[key] for x in rs)  # outputs are the same every round
+        r = rs[0]  # the outputs are the same every round
         bleu = score_corpus(r["texts"], refs, ["bleu"])["bleu"]["score"]
-        print(f"| {'mt' if engine == 'mt' else 'CTranslate2'} | {precision} | "
-              f"{'greedy' if beam == 1 else f'beam {beam}'} | {r['sentences']} | {median('seconds'):.1f} | "
-              f"{median('process_s'):.1f} | {r['sentences'] / median('seconds'):.1f} | "
-              f"{median('tokens_per_s'):.0f} | {median('peak_mib'):.0f} | {bleu:.2f} |")
+        print(f"| {'mt' if engine == 'mt' else 'CTranslate2'} | {precision} | {search_name(beam)} | "
+              f"{r['sentences']} | {median(rs, 'seconds'):.1f} | {median(rs, 'process_s'):.1f} | "
+              f"{r['sentences'] / median(rs, 'seconds'):.1f} | {median(rs, 'tokens_per_s'):.0f} | "
+              f"{median(rs, 'peak_mib'):.0f} | {bleu:.2f} |")
     for beam in (1, 4):
         reference = runs["ct2", "float32", beam]
         for precision in ("fp32", "int8"):
             ratios = [m["tokens_per_s"] / c["tokens_per_s"] for m, c in zip(runs["mt", precision, beam], reference)]
-            print(f"{'greedy' if beam == 1 else f'beam {beam}'}: mt {precision} / CTranslate2 float32 tokens/s = "
-                  f"{statistics.median(ratios):.2f} (median of {len(ratios)} rounds; {min(ratios):.2f}-{max(ratios):.2f})")
+            print(f"{search_name(beam)}: mt {precision} / CTranslate2 float32 tokens/s = "
+                  f"{statistics.median(ratios):.2f} (median of {len(ratios)} rounds; "
+                  f"{min(ratios):.2f}-{max(ratios):.2f})")
     print(equivalence(runs["mt", "fp32", 1][0], runs["ct2", "float32", 1][0]))
 
 

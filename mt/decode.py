@@ -110,8 +110,8 @@ class _Beams:
     sentence: torch.Tensor  # (N,) original index of each live sentence
     tokens: torch.Tensor  # (N*K, steps) tokens so far, EOS after them
     score: torch.Tensor  # (N*K,) summed log-probs
-    memory: torch.Tensor  # (N*K, S, D)
-    src_mask: torch.Tensor  # (N*K, 1, 1, S)
+    memory: torch.Tensor  # (N, S, D), shared by the sentence's K beams
+    src_mask: torch.Tensor  # (N, 1, 1, S)
     cache: DecoderCache | None
 
 
@@ -149,12 +149,12 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     k, batch, device = beam_size, src.size(0), src.device
     max_len = max_len.to(device)
     steps = int(max_len.max()) + 1
-    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
+    memory = model.encode(src, src_mask)
     start_score = torch.full((batch, k), float("-inf"), device=device)
     start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
     beams = _Beams(torch.arange(batch, device=device),
                    torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
-                   memory, src_mask.repeat_interleave(k, dim=0),
+                   memory, src_mask,
                    DecoderCache.empty(len(model.decoder_layers), steps) if use_cache else None)
     finished = _Finished.empty(batch, max(k, nbest), steps, device)
     for step in range(steps):
@@ -213,16 +213,15 @@ def _sentences_done(finished: _Finished, sentence, max_len, step, k) -> torch.Te
 def _advance(beams: _Beams, live_score, live_beam, live_token, going, n_going: int, k: int, step: int) -> _Beams:
     """Extend the live beams of the `n_going` sentences in `going` (N,) by their chosen tokens; drop the others."""
     rows = torch.arange(going.size(0), device=going.device)[:, None] * k + live_beam  # (N, K)
-    sentence, memory, src_mask, cross_rows = beams.sentence, beams.memory, beams.src_mask, None
+    sentence, memory, src_mask, keep = beams.sentence, beams.memory, beams.src_mask, None
     if n_going < going.size(0):
         keep = _indices(going, n_going)
         rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
-        cross_rows = (keep[:, None] * k + torch.arange(k, device=keep.device)).view(-1)
-        memory, src_mask = memory[cross_rows], src_mask[cross_rows]
+        memory, src_mask = memory[keep], src_mask[keep]
     rows = rows.view(-1)
     tokens = beams.tokens[rows]
     tokens[:, step] = live_token.view(-1)
-    cache = beams.cache.select(rows, cross_rows) if beams.cache is not None else None
+    cache = beams.cache.select(rows, keep) if beams.cache is not None else None
     return _Beams(sentence, tokens, live_score.reshape(-1), memory, src_mask, cache)
 
 

@@ -224,13 +224,20 @@ class DecoderLayer(nn.Module):
         return self.self_attn.attend(q, k, v, tgt_mask, causal=tgt_mask is None and h.size(1) > 1)
 
     def _cross_attention(self, h, memory, src_mask, cache, layer):
+        """When `memory` has fewer rows than `h`, each group of h.size(0) // memory.size(0) consecutive rows
+        shares one memory row (the beams of one sentence): the group's queries attend together as one row's,
+        so the source's keys and values are neither copied per beam nor read once per beam."""
         if cache is not None and cache.cross_kv[layer] is not None:
             k, v = cache.cross_kv[layer]
         else:
             k, v = self.cross_attn.project_kv(memory)
             if cache is not None:
                 cache.cross_kv[layer] = (k, v)
-        return self.cross_attn.attend(self.cross_attn.project_q(h), k, v, src_mask)
+        q = self.cross_attn.project_q(h)  # (N*G, H, T, D/H)
+        group = h.size(0) // memory.size(0)
+        if group > 1:  # -> (N, H, G*T, D/H)
+            q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
+        return self.cross_attn.attend(q, k, v, src_mask).view(h.shape)
 
 
 class Transformer(nn.Module):
@@ -278,6 +285,8 @@ class Transformer(nn.Module):
 
     def decode(self, memory, src_mask, tgt_in, tgt_mask=None, cache: DecoderCache | None = None) -> torch.Tensor:
         """memory (B, S, D), tgt_in (B, T), tgt_mask (B, 1, T, T) or None -> logits (B, T, V).
+
+        memory and src_mask may instead have B/G rows, each shared by G consecutive target rows (beam search).
 
         Without `tgt_mask` the decoder is causal and ignores target padding: padding follows every real token,
         so a real position never sees it, and the loss ignores the outputs at padded positions.

@@ -185,6 +185,23 @@ def test_incremental_decoding_matches_the_full_pass():
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
 
 
+def test_target_rows_sharing_one_memory_row_decode_as_with_the_memory_repeated():
+    """Beam search passes each sentence's memory once for its K beams; the decoder must read it as if repeated."""
+    model, group = _model(), 3
+    src, _ = _batch(batch=2)
+    g = torch.Generator().manual_seed(5)
+    tgt = torch.randint(4, VOCAB, (2 * group, 5), generator=g)  # rows 0-2 belong to sentence 0, rows 3-5 to 1
+    with torch.no_grad():
+        memory, src_mask = model.encode(src, padding_mask(src)), padding_mask(src)
+        repeated = model.decode(memory.repeat_interleave(group, 0), src_mask.repeat_interleave(group, 0), tgt)
+        shared = model.decode(memory, src_mask, tgt)
+        cache = DecoderCache.empty(model.cfg.n_layers)
+        steps = [model.decode(memory, src_mask, tgt[:, t:t + 1], None, cache) for t in range(5)]
+    assert torch.allclose(shared, repeated, atol=1e-5)
+    assert torch.allclose(torch.cat(steps, dim=1), repeated, atol=1e-5)
+    assert cache.cross_kv[0][0].size(0) == 2  # the source's keys are kept once per sentence, not per beam
+
+
 def test_attention_passes_gradcheck_in_float64():
     torch.manual_seed(0)
     attention = MultiHeadAttention(8, 2).double()

@@ -186,8 +186,9 @@ class DecoderCache:
         return grown
 
     def select(self, index: torch.Tensor, cross_index: torch.Tensor | None = None) -> DecoderCache:
-        """Keep self-attention rows `index` (reordered beams) and cross-attention rows `cross_index`
-        (None keeps them all: beams of one sentence share the source, so reordering them changes nothing).
+        """Keep self-attention rows `index` (reordered beams) and cross-attention rows `cross_index` (the
+        sentences that go on; None keeps them all: beams of one sentence share its row, so reordering them
+        changes nothing).
         Only the filled positions of the self-attention buffers are copied."""
         def rows(buffer):
             if buffer is None:

@@ -10,8 +10,9 @@ max length = source + 50. `seconds` times decoding only, `CPU s` is the CPU time
 threads; time the virtual machine's host took away is not in it), `process s` the whole process (start,
 imports and model loading included); target tokens are the output re-tokenized, EOS included; peak RSS is the process's.
 With `--repeat R` the eight settings run R times in rounds (all eight, then all eight again), so that a slow
-spell of the machine hits every engine; the table gives medians, and the ratio lines give, per search, the
-median and range over rounds of mt's tokens/s over CTranslate2 float32's from the same round.
+spell of the machine hits every engine; the table gives medians, one line per setting its tokens/s in each
+round, and the ratio lines, per search, the median and range over rounds of mt's tokens/s over CTranslate2
+float32's from the same round.
 The last lines compare CTranslate2 float32 greedy with mt's greedy line by line (the export's equivalence).
 """
 
@@ -123,6 +124,10 @@ def main():
               f"{median(rs, 'process_s'):.1f} | "
               f"{r['sentences'] / median(rs, 'seconds'):.1f} | {median(rs, 'tokens_per_s'):.0f} | "
               f"{median(rs, 'peak_mib'):.0f} | {bleu:.2f} |")
+    if args.repeat > 1:
+        for (engine, precision, beam), rs in runs.items():
+            print(f"{engine} {precision} {search_name(beam)} tokens/s per round: "
+                  + ", ".join(f"{r['tokens_per_s']:.0f}" for r in rs))
     for beam in (1, 4):
         reference = runs["ct2", "float32", beam]
         for precision in ("fp32", "int8"):

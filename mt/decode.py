@@ -34,7 +34,7 @@ def max_output_lengths(src_lengths: torch.Tensor, a: float, b: int, limit: int) 
 
 
 def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Tensor, n: int):
-    """The `n` most probable next tokens per row and their log-probs, both (N, n), best first; rows in
+    """The `n` most probable next tokens per row and their log-probs, both (N, min(n, V)), best first; rows in
     `force_eos` (N,) may only end (EOS first, then -inf).
 
     With a cache `tgt_in` is the last token (N, 1); without one, the whole prefix (N, t+1) is recomputed.
@@ -43,7 +43,7 @@ def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Te
     """
     tgt_mask = None if cache is not None else target_mask(tgt_in)
     logits = model.decode(memory, src_mask, tgt_in, tgt_mask, cache)[:, -1].float()
-    top, tokens = logits.topk(n, dim=1)
+    top, tokens = logits.topk(min(n, logits.size(-1)), dim=1)
     only_eos = torch.full_like(top, float("-inf"))
     only_eos[:, 0] = logits[:, EOS]
     top = torch.where(force_eos[:, None], only_eos, top)
@@ -149,7 +149,7 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     possible", by fairseq's and CTranslate2's rule), or at its length limit. All of it is tensor operations;
     each step reads one number from the device, how many sentences go on.
     """
-    k, batch, device, vocab = beam_size, src.size(0), src.device, model.tgt_embed.tokens.num_embeddings
+    k, batch, device = beam_size, src.size(0), src.device
     max_len = max_len.to(device)
     steps = int(max_len.max()) + 1
     memory = model.encode(src, src_mask)
@@ -164,7 +164,7 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)
         tgt_in = _decoder_input(beams.tokens, step, use_cache)
         top_log_probs, top_tokens = _step_top_tokens(model, beams.memory, beams.src_mask, tgt_in, beams.cache, force,
-                                                     min(2 * k, vocab))
+                                                     2 * k)
         cand_score, cand_beam, cand_token = _expand(beams.score, top_log_probs, top_tokens, k)
         _collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, length_penalty(step + 1, alpha))
         live_score, live_beam, live_token = _best_live(cand_score, cand_beam, cand_token, k)

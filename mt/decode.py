@@ -12,7 +12,8 @@ import torch
 
 from mt.batching import pad_sequences, token_batches
 from mt.masks import padding_mask, target_mask
-from mt.model import DecoderCache, Transformer
+from mt.cache import DecoderCache
+from mt.model import Transformer
 from mt.tokenizer import BOS, EOS, Tokenizer
 
 
@@ -99,7 +100,8 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
         if n_going < going.numel():
             keep = _indices(going, n_going)
             alive, memory, src_mask, best = alive[keep], memory[keep], src_mask[keep], best[keep]
-            cache = cache.select(keep, keep) if cache is not None else None
+            if cache is not None:
+                cache.keep(keep)
         last = best[:, None]
     lengths = _first_eos(tokens)
     return [Hypothesis(row[:n], lp / length_penalty(n + 1, alpha), lp)
@@ -158,7 +160,7 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     beams = _Beams(torch.arange(batch, device=device),
                    torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
                    memory, src_mask,
-                   DecoderCache.empty(len(model.decoder_layers), steps) if use_cache else None)
+                   DecoderCache.empty(len(model.decoder_layers), steps, group=k) if use_cache else None)
     finished = _Finished.empty(batch, max(k, nbest), steps, device)
     for step in range(steps):
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)
@@ -216,17 +218,20 @@ def _sentences_done(finished: _Finished, sentence, max_len, step, k) -> torch.Te
 
 
 def _advance(beams: _Beams, live_score, live_beam, live_token, going, n_going: int, k: int, step: int) -> _Beams:
-    """Extend the live beams of the `n_going` sentences in `going` (N,) by their chosen tokens; drop the others."""
+    """Extend the live beams of the `n_going` sentences in `going` (N,) by their chosen tokens; drop the others.
+    The cache learns which beam each row continues (no keys move) and forgets the sentences that end."""
     rows = torch.arange(going.size(0), device=going.device)[:, None] * k + live_beam  # (N, K)
-    sentence, memory, src_mask, keep = beams.sentence, beams.memory, beams.src_mask, None
+    sentence, memory, src_mask, cache = beams.sentence, beams.memory, beams.src_mask, beams.cache
+    if cache is not None:
+        cache.reorder(live_beam)
     if n_going < going.size(0):
         keep = _indices(going, n_going)
         rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
         memory, src_mask = memory[keep], src_mask[keep]
-    rows = rows.view(-1)
-    tokens = beams.tokens[rows]
+        if cache is not None:
+            cache.keep(keep)
+    tokens = beams.tokens[rows.view(-1)]
     tokens[:, step] = live_token.view(-1)
-    cache = beams.cache.select(rows, keep) if beams.cache is not None else None
     return _Beams(sentence, tokens, live_score.reshape(-1), memory, src_mask, cache)
 
 

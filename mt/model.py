@@ -7,12 +7,11 @@ Masks follow mt/masks.py: boolean, True = may attend.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mt.cache import DecoderCache
 from mt.config import ModelConfig
 from mt.tokenizer import PAD
 
@@ -148,61 +147,6 @@ class EncoderLayer(nn.Module):
         return self.ffn_block(x, self.ffn)
 
 
-@dataclass
-class DecoderCache:
-    """Keys and values for incremental decoding.
-
-    Self-attention: per layer, key and value buffers (B, H, capacity, D/H) preallocated at the first step; each
-    step writes its positions in place (no torch.cat of the whole history) and `length` positions are filled.
-    Cross-attention: per layer, keys and values (B, H, S, D/H) of the memory, computed once.
-    """
-
-    self_k: list[torch.Tensor | None] = field(default_factory=list)
-    self_v: list[torch.Tensor | None] = field(default_factory=list)
-    cross_kv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
-    capacity: int = 0  # positions to preallocate (search knows its length limit); a buffer grows if it must
-    length: int = 0
-
-    @classmethod
-    def empty(cls, n_layers: int, capacity: int = 0) -> DecoderCache:
-        return cls([None] * n_layers, [None] * n_layers, [None] * n_layers, capacity)
-
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new positions' k, v (B, H, t, D/H) after the `length` cached ones (Transformer.decode
-        advances `length` once all layers have); return k, v of all positions, views (B, H, length+t, D/H)."""
-        end = self.length + k.size(2)
-        if self.self_k[layer] is None or end > self.self_k[layer].size(2):
-            self.self_k[layer] = self._grown(self.self_k[layer], k, end)
-            self.self_v[layer] = self._grown(self.self_v[layer], v, end)
-        self.self_k[layer][:, :, self.length:end] = k
-        self.self_v[layer][:, :, self.length:end] = v
-        return self.self_k[layer][:, :, :end], self.self_v[layer][:, :, :end]
-
-    def _grown(self, buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> torch.Tensor:
-        size = max(end, self.capacity, 2 * buffer.size(2) if buffer is not None else 0)
-        grown = new.new_empty(new.size(0), new.size(1), size, new.size(3))
-        if buffer is not None:
-            grown[:, :, :self.length] = buffer[:, :, :self.length]
-        return grown
-
-    def select(self, index: torch.Tensor, cross_index: torch.Tensor | None = None) -> DecoderCache:
-        """Keep self-attention rows `index` (reordered beams) and cross-attention rows `cross_index` (the
-        sentences that go on; None keeps them all: beams of one sentence share its row, so reordering them
-        changes nothing).
-        Only the filled positions of the self-attention buffers are copied."""
-        def rows(buffer):
-            if buffer is None:
-                return None
-            picked = buffer.new_empty(index.size(0), *buffer.shape[1:])
-            torch.index_select(buffer[:, :, :self.length], 0, index, out=picked[:, :, :self.length])
-            return picked
-        cross = self.cross_kv if cross_index is None else [
-            None if kv is None else (kv[0].index_select(0, cross_index), kv[1].index_select(0, cross_index))
-            for kv in self.cross_kv]
-        return DecoderCache([rows(k) for k in self.self_k], [rows(v) for v in self.self_v], cross, self.capacity,
-                            self.length)
-
-
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -219,10 +163,12 @@ class DecoderLayer(nn.Module):
 
     def _self_attention(self, h, tgt_mask, cache, layer):
         q, k, v = self.self_attn.project_qkv(h)
-        if cache is not None:
+        if cache is not None:  # k, v of all positions so far; a sentence's beams attend together
             k, v = cache.append(layer, k, v)
+            q = group_rows(q, cache.group)
         # No mask given: causal over the positions fed (a cached step feeds one position, which may see all).
-        return self.self_attn.attend(q, k, v, tgt_mask, causal=tgt_mask is None and h.size(1) > 1)
+        causal = tgt_mask is None and h.size(1) > 1
+        return self.self_attn.attend(q, k, v, tgt_mask, causal).view(h.shape)
 
     def _cross_attention(self, h, memory, src_mask, cache, layer):
         """When `memory` has fewer rows than `h`, each group of h.size(0) // memory.size(0) consecutive rows
@@ -234,11 +180,15 @@ class DecoderLayer(nn.Module):
             k, v = self.cross_attn.project_kv(memory)
             if cache is not None:
                 cache.cross_kv[layer] = (k, v)
-        q = self.cross_attn.project_q(h)  # (N*G, H, T, D/H)
-        group = h.size(0) // memory.size(0)
-        if group > 1:  # -> (N, H, G*T, D/H)
-            q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
+        q = group_rows(self.cross_attn.project_q(h), h.size(0) // memory.size(0))
         return self.cross_attn.attend(q, k, v, src_mask).view(h.shape)
+
+
+def group_rows(q: torch.Tensor, group: int) -> torch.Tensor:
+    """(N*G, H, T, D/H) -> (N, H, G*T, D/H): the queries of G consecutive rows attend as one row's."""
+    if group == 1:
+        return q
+    return q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
 
 
 class Transformer(nn.Module):
@@ -287,13 +237,16 @@ class Transformer(nn.Module):
     def decode(self, memory, src_mask, tgt_in, tgt_mask=None, cache: DecoderCache | None = None) -> torch.Tensor:
         """memory (B, S, D), tgt_in (B, T), tgt_mask (B, 1, T, T) or None -> logits (B, T, V).
 
-        memory and src_mask may instead have B/G rows, each shared by G consecutive target rows (beam search).
+        memory and src_mask may instead have B/G rows, each shared by G consecutive target rows (beam search);
+        so may the cache, made with `group` G.
 
         Without `tgt_mask` the decoder is causal and ignores target padding: padding follows every real token,
         so a real position never sees it, and the loss ignores the outputs at padded positions.
         With a cache, `tgt_in` holds only the new positions; the cache supplies the earlier ones.
         """
         x = self.tgt_embed(tgt_in, offset=cache.length if cache is not None else 0)
+        if cache is not None and tgt_mask is None:
+            tgt_mask = cache.beam_mask(tgt_in.size(0) // cache.group, tgt_in.device)
         for i, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, src_mask, tgt_mask, cache, i)
         if cache is not None:

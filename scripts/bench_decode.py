@@ -35,6 +35,7 @@ SETTINGS = [(engine, precision, beam) for beam in (1, 4)
 
 
 def run_one(args) -> dict:
+    import mt  # noqa: F401  (before torch, as the `mt` command: its OpenMP setting must precede torch's loading)
     import torch
 
     torch.set_num_threads(args.threads)

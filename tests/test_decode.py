@@ -135,3 +135,18 @@ def test_int8_decoding_stays_close_to_float(model, sources):
     assert error.mean() < 0.05 and error.max() < 0.3  # log-prob error; a wrong weight gives errors of order 1
     results = translate_ids(quantized, sources, **_options())
     assert len(results) == len(sources) and all(len(h[0].tokens) <= len(s) + 10 for h, s in zip(results, sources))
+
+
+def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_user_chose():
+    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: `import mt` must set it first."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import sys, os, mt; print('torch' in sys.modules, os.environ['GOMP_SPINCOUNT'])"
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "30000"]
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "GOMP_SPINCOUNT": "5"}, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["False", "5"]

@@ -13,6 +13,8 @@ With `--repeat R` the eight settings run R times in rounds (all eight, then all 
 spell of the machine hits every engine; the table gives medians, one line per setting its tokens/s in each
 round, and the ratio lines, per search, the median and range over rounds of mt's tokens/s over CTranslate2
 float32's from the same round.
+Every child imports mt before torch, as the `mt` command does, so its GOMP_SPINCOUNT default applies to the
+CTranslate2 rows too (CTranslate2 bundles GNU OpenMP); idle, CTranslate2's time is the same either way.
 The last lines compare CTranslate2 float32 greedy with mt's greedy line by line (the export's equivalence).
 """
 

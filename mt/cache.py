@@ -17,7 +17,7 @@ class DecoderCache:
     filled. When beam search picks the next beams, no key moves: `ancestry` (B, G, capacity) names, for each
     row and earlier position, the slot its ancestor wrote that position into, and the row attends to those keys
     only (`beam_mask`). Reordering K/V buffers instead copies the whole cache every step.
-    Cross-attention: per layer, keys and values (B', H, S, D/H) of the memory, computed once.
+    Cross-attention: per layer, keys and values (one row per memory row, H, S, D/H), computed once.
     """
 
     self_k: list[torch.Tensor | None] = field(default_factory=list)

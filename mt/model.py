@@ -7,6 +7,7 @@ Masks follow mt/masks.py: boolean, True = may attend.
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -139,10 +143,6 @@ def test_int8_decoding_stays_close_to_float(model, sources):
 
 def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_user_chose():
     """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: `import mt` must set it first."""
-    import os
-    import subprocess
-    import sys
-
     probe = "import sys, os, mt; print('torch' in sys.modules, os.environ['GOMP_SPINCOUNT'])"
     env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)

@@ -17,7 +17,7 @@ import torch
 from mt.corpus import Corpus
 from mt.errors import DataError
 from mt.masks import padding_mask
-from mt.tokenizer import BOS, EOS, PAD
+from mt.symbols import BOS, EOS, PAD
 
 
 def round_up(n: torch.Tensor | int, multiple: int):

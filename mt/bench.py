@@ -23,7 +23,7 @@ from mt.flops import matmul_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
 from mt.runtime import Runtime, setup_runtime, teardown_runtime
 from mt.step import make_optimizer, noam_lr, train_step, training_model
-from mt.tokenizer import PAD
+from mt.symbols import PAD
 
 
 class ReferenceTransformer(nn.Module):

@@ -7,40 +7,15 @@ A checkpoint holds only tensors, numbers, strings, lists and dicts, so `torch.lo
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 from pathlib import Path
 
 import torch
 
 from mt.errors import CheckpointError
+from mt.files import atomic_save
 
 FORMAT = "mt-checkpoint-1"
-
-
-def atomic_write(path: Path, write) -> None:
-    """Write through `write(file)` to a temporary file beside `path`, then rename it over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_save(path: Path, obj) -> None:
-    atomic_write(path, lambda f: torch.save(obj, f))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def load_tensors(path: str | Path) -> dict:
@@ -65,14 +40,22 @@ def load_tensors(path: str | Path) -> dict:
 def load_checkpoint(path: str | Path) -> dict:
     """A checkpoint dict; one saved before fused attention projections gets its model state upgraded and
     `separate_qkv` set (it translates and averages, but its optimizer state no longer fits for resuming)."""
-    from mt.model import upgrade_state_dict
-
     ckpt = load_tensors(path)
     if ckpt.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an mt checkpoint")
     if any(".q_proj." in name for name in ckpt["model"]):
         ckpt = {**ckpt, "model": upgrade_state_dict(ckpt["model"]), "separate_qkv": True}
     return ckpt
+
+
+def upgrade_state_dict(state: dict) -> dict:
+    """A model state from before fused projections (separate q_proj, k_proj, v_proj) in today's layout."""
+    state = dict(state)
+    for q_name in [k for k in state if k.endswith(".q_proj.weight") or k.endswith(".q_proj.bias")]:
+        prefix, kind = q_name.rsplit(".q_proj.", 1)
+        parts = [state.pop(f"{prefix}.{name}.{kind}") for name in ("q_proj", "k_proj", "v_proj")]
+        state[f"{prefix}.in_proj.{kind}"] = torch.cat(parts)
+    return state
 
 
 def save_checkpoint(path: Path, ckpt: dict) -> None:

@@ -123,7 +123,7 @@ def _translate_for_evaluation(checkpoint, src, output, device, **overrides) -> l
     import io
 
     from mt.translate import decode_options, load_translator, run_translate
-    from mt.checkpoint import atomic_write_text
+    from mt.files import atomic_write_text
 
     tr = load_translator(checkpoint, device)
     sink = io.StringIO()

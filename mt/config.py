@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from mt.errors import ConfigError
+from mt.files import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,6 @@ def data_identity(cfg: Config) -> dict:
 
 
 def save_config(cfg: Config, path: Path) -> None:
-    from mt.checkpoint import atomic_write_text
-
     atomic_write_text(path, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
 

@@ -14,7 +14,8 @@ from mt.batching import pad_sequences, token_batches
 from mt.masks import padding_mask, target_mask
 from mt.cache import DecoderCache
 from mt.model import Transformer
-from mt.tokenizer import BOS, EOS, Tokenizer
+from mt.symbols import BOS, EOS
+from mt.tokenizer import Tokenizer
 
 
 @dataclass

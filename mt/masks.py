@@ -2,7 +2,7 @@
 
 import torch
 
-from mt.tokenizer import PAD
+from mt.symbols import PAD
 
 
 def padding_mask(tokens: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from torch import nn
 
 from mt.cache import DecoderCache
 from mt.config import ModelConfig
-from mt.tokenizer import PAD
+from mt.symbols import PAD
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:
@@ -263,16 +263,6 @@ class Transformer(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> Transformer:
     return Transformer(cfg, src_vocab, tgt_vocab, joint_vocab)
-
-
-def upgrade_state_dict(state: dict) -> dict:
-    """A model state from before fused projections (separate q_proj, k_proj, v_proj) in today's layout."""
-    state = dict(state)
-    for q_name in [k for k in state if k.endswith(".q_proj.weight") or k.endswith(".q_proj.bias")]:
-        prefix, kind = q_name.rsplit(".q_proj.", 1)
-        parts = [state.pop(f"{prefix}.{name}.{kind}") for name in ("q_proj", "k_proj", "v_proj")]
-        state[f"{prefix}.in_proj.{kind}"] = torch.cat(parts)
-    return state
 
 
 def count_parameters(model: nn.Module) -> int:

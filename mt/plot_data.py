@@ -18,7 +18,7 @@ from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
 from mt.metrics import metric_curves
 from mt.model import MultiHeadAttention, Transformer, sinusoidal_positions
-from mt.tokenizer import BOS, EOS, PAD
+from mt.symbols import BOS, EOS, PAD
 from mt.translate import Translator
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import sentencepiece as spm
 from tqdm import tqdm
 
-from mt.checkpoint import atomic_write_text
+from mt.files import atomic_write_text
 from mt.config import Config, data_identity
 from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
 from mt.data import load_split, split_chunks

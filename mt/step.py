@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 from mt.config import TrainConfig
 from mt.flops import training_flops
 from mt.runtime import Runtime
-from mt.tokenizer import PAD
+from mt.symbols import PAD
 
 
 def noam_lr(step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0) -> float:

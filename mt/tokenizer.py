@@ -10,7 +10,7 @@ import torch
 
 from mt.config import TokenizerConfig
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
+from mt.symbols import BOS, EOS, PAD, UNK
 
 
 class Tokenizer:

@@ -22,17 +22,13 @@ from mt.batching import (
     token_batches,
     training_batches,
 )
-from mt.checkpoint import (
-    atomic_write_text,
-    load_checkpoint,
-    save_checkpoint,
-    step_checkpoints,
-)
+from mt.checkpoint import load_checkpoint, save_checkpoint, step_checkpoints
 from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.corpus import Corpus
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
+from mt.files import atomic_write_text
 from mt.flops import matmul_peak_flops
 from mt.metrics import TensorBoardLog
 from mt.model import Transformer, build_model, count_parameters

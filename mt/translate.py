@@ -17,10 +17,11 @@ from typing import IO
 
 import torch
 
-from mt.checkpoint import atomic_write, load_checkpoint
+from mt.checkpoint import load_checkpoint
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.decode import translate_lines
 from mt.errors import MtError
+from mt.files import atomic_write
 from mt.model import Transformer, build_model
 from mt.runtime import pick_device
 from mt.tokenizer import Tokenizer

@@ -9,7 +9,8 @@ from mt.corpus import encode_corpus
 from mt.data import read_parallel
 from mt.masks import target_mask
 from mt.prepare import load_prepared, prepare_data
-from mt.tokenizer import BOS, EOS, PAD, UNK, train_tokenizer
+from mt.symbols import BOS, EOS, PAD, UNK
+from mt.tokenizer import train_tokenizer
 from tests.conftest import DATA, TINY, tiny_overrides
 
 SENTENCES = [f"the {w} number {i} is here" for i, w in enumerate(["cat", "dog", "bird", "fish"] * 30)]

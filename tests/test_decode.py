@@ -8,7 +8,7 @@ import torch
 from mt.config import ModelConfig
 from mt.decode import beam_search, greedy_search, length_penalty, max_output_lengths, translate_ids
 from mt.masks import padding_mask, target_mask
-from mt.tokenizer import BOS, EOS
+from mt.symbols import BOS, EOS
 from mt.model import build_model
 from mt.quantize import quantize_int8
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mt.step import label_smoothed_loss, noam_lr
-from mt.tokenizer import PAD
+from mt.symbols import PAD
 
 
 @pytest.mark.parametrize("step, expected", [

@@ -13,7 +13,7 @@ from mt.corpus import encode_corpus
 from mt.decode import translate_ids
 from mt.model import build_model
 from mt.step import label_smoothed_loss
-from mt.tokenizer import EOS
+from mt.symbols import EOS
 from tests.conftest import ROOT, TINY, read_metrics, run_mt
 
 

@@ -9,8 +9,9 @@ from torch import nn
 from mt.config import ModelConfig
 from mt.masks import padding_mask, subsequent_mask, target_mask
 from mt.cache import DecoderCache
-from mt.model import MultiHeadAttention, build_model, sinusoidal_positions, upgrade_state_dict
-from mt.tokenizer import BOS, PAD
+from mt.checkpoint import upgrade_state_dict
+from mt.model import MultiHeadAttention, build_model, sinusoidal_positions
+from mt.symbols import BOS, PAD
 
 VOCAB = 50
 

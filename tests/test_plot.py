@@ -22,7 +22,8 @@ from mt.metrics import TensorBoardLog, metric_curves
 from mt.model import build_model, sinusoidal_positions
 from mt.plot import plot_attention, plot_curves, plot_mask, plot_positions
 from mt.plot_data import attention_maps, kept_attention_weights, mask_tables, positions_table
-from mt.tokenizer import BOS, PAD, train_tokenizer
+from mt.symbols import BOS, PAD
+from mt.tokenizer import train_tokenizer
 from mt.translate import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 

@@ -15,7 +15,7 @@ from mt.flops import training_flops
 from mt.masks import padding_mask
 from mt.model import build_model
 from mt.runtime import setup_runtime
-from mt.tokenizer import BOS, EOS
+from mt.symbols import BOS, EOS
 from mt.step import apply_update, make_optimizer
 from tests.conftest import TINY, run_mt, tiny_overrides
 

@@ -1,0 +1,59 @@
+"""Writing files so that they are complete or absent: a temporary file beside the target, then a rename."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write through `write(file)` to a temporary file beside `path`, then rename it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_save(path: Path, obj) -> None:
+    atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_write_dir(path: Path, write) -> None:
+    """Fill a temporary directory beside `path` through `write(folder)`, then put it in place of `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary directory
+        write(tmp)
+        _replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Rename `new` to `target`; an existing `target` is moved aside first and removed after."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
+        os.replace(target, old / "dir")
+    os.replace(new, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

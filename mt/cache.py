@@ -1,72 +1,81 @@
-"""The decoder's key/value cache for incremental decoding (greedy and beam search), kept per sentence."""
+"""How keys and values persist between the steps of incremental decoding, and how a sentence's beams share them.
+
+The paper's decoder is auto-regressive (section 3): each step adds one target position, whose self-attention
+reads the keys and values of every earlier position, and whose cross-attention reads the source's. Recomputing
+them each step is quadratic work; this cache keeps them. It is the one place that knows how they are kept:
+
+- the model asks, per layer, through `LayerCache.self_attention` and `LayerCache.cross_attention`;
+- the search says what happened, through `DecoderCache.begin_step`, `advance` and `keep`.
+
+Rows and groups: a sentence may have G target rows (its beams in beam search; G = 1 otherwise). Its G rows
+share the sentence's memory, its source keys and values, and one self-attention buffer in which each row owns
+a slot. When beam search picks the next beams, no key moves: `ancestry` (B, G, capacity) names, for each row
+and earlier position, the slot its ancestor wrote that position into, and each row attends to those keys only.
+The G rows of a sentence attend together, as G queries of one row (`group_rows`), so a sentence's keys are read
+once per step, not once per beam.
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import torch
 
 
-@dataclass
-class DecoderCache:
-    """Keys and values for incremental decoding, held per sentence.
+def group_rows(q: torch.Tensor, group: int) -> torch.Tensor:
+    """(N*G, H, T, D/H) -> (N, H, G*T, D/H): the queries of G consecutive rows attend as one row's."""
+    if group == 1:
+        return q
+    return q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
 
-    Each of a sentence's G target rows (its beams in beam search; G = 1 otherwise) owns a slot.
-    Self-attention: per layer, key and value buffers (B, H, capacity, G, D/H), preallocated at the first step;
-    each step writes every row's new position into the row's own slot, in place, and `length` positions are
-    filled. When beam search picks the next beams, no key moves: `ancestry` (B, G, capacity) names, for each
-    row and earlier position, the slot its ancestor wrote that position into, and the row attends to those keys
-    only (`beam_mask`). Reordering K/V buffers instead copies the whole cache every step.
-    Cross-attention: per layer, keys and values (one row per memory row, H, S, D/H), computed once.
+
+class DecoderCache:
+    """Keys and values of all decoder layers for `batch` sentences of `group` rows each.
+
+    A step: `begin_step(t)` (t new positions per row; one when G > 1), then one `Transformer.decode_step`, whose
+    layers store the new keys and values through `layers`, then `advance(parents)`; `keep(sentences)` drops the
+    sentences that ended.
     """
 
-    self_k: list[torch.Tensor | None] = field(default_factory=list)
-    self_v: list[torch.Tensor | None] = field(default_factory=list)
-    cross_kv: list[tuple[torch.Tensor, torch.Tensor] | None] = field(default_factory=list)
-    capacity: int = 0  # positions to preallocate (search knows its length limit); a buffer grows if it must
-    group: int = 1  # G, target rows per sentence
-    ancestry: torch.Tensor | None = None  # (B, G, capacity) slot of each earlier position; None: a row's own
-    length: int = 0
+    def __init__(self, n_layers: int, capacity: int = 0, group: int = 1):
+        self.capacity = capacity  # positions to preallocate (search knows its length limit); buffers grow if they must
+        self.group = group  # G, target rows per sentence
+        self.length = 0  # positions whose keys and values every layer holds
+        self.ancestry: torch.Tensor | None = None  # (B, G, capacity) slot of each earlier position; None: own slot
+        self.layers = [LayerCache(self) for _ in range(n_layers)]
+        self.step_positions = 0  # positions the current step feeds
+        self.step_mask: torch.Tensor | None = None  # the current step's self-attention mask (see `begin_step`)
 
-    @classmethod
-    def empty(cls, n_layers: int, capacity: int = 0, group: int = 1) -> DecoderCache:
-        return cls([None] * n_layers, [None] * n_layers, [None] * n_layers, capacity, group)
+    def begin_step(self, positions: int, batch: int, device) -> None:
+        """Start a step that feeds `positions` new positions to each row of `batch` sentences.
 
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new positions' k, v (B*G, H, t, D/H) after the `length` cached ones (Transformer.decode
-        advances `length` once all layers have); return k, v of all positions in all the sentence's slots, views
-        (B, H, (length+t)*G, D/H) ordered position-major: key j is position j // G of slot j % G."""
-        end = self.length + k.size(2)
-        if self.group > 1 and k.size(2) > 1:
+        Makes the step's self-attention mask once for all layers: None when G = 1 (a row sees all of its own
+        earlier positions, and the new ones causally); for G > 1, (B, 1, G, (length+1)*G), True where a row may
+        attend, i.e. at each position the slot its ancestor wrote (its own slot for the new one); keys are ordered
+        position-major: key j is position j // G of slot j % G.
+        """
+        if self.group > 1 and positions > 1:
             raise ValueError("a cache shared by several rows per sentence takes one position per step")
-        if self.self_k[layer] is None or end > self.self_k[layer].size(2):
-            self.self_k[layer] = self._grown(self.self_k[layer], k, end)
-            self.self_v[layer] = self._grown(self.self_v[layer], v, end)
-        for buffer, new in ((self.self_k[layer], k), (self.self_v[layer], v)):
-            # (B*G, H, t, D/H) -> (B, H, t, G, D/H)
-            buffer[:, :, self.length:end] = new.unflatten(0, (-1, self.group)).permute(0, 2, 3, 1, 4)
-        return self.self_k[layer][:, :, :end].flatten(2, 3), self.self_v[layer][:, :, :end].flatten(2, 3)
+        self.step_positions = positions
+        self.step_mask = None
+        if self.group > 1:
+            slots = torch.arange(self.group, device=device)
+            seen = self._ancestry(batch, self.length + 1, device)[:, :, :self.length + 1, None] == slots
+            self.step_mask = seen.flatten(2)[:, None]  # (B, G, length+1, G) -> (B, 1, G, (length+1)*G)
 
-    def _grown(self, buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> torch.Tensor:
-        size = max(end, self.capacity, 2 * buffer.size(2) if buffer is not None else 0)
-        grown = new.new_empty(new.size(0) // self.group, new.size(1), size, self.group, new.size(3))
-        if buffer is not None:
-            grown[:, :, :self.length] = buffer[:, :, :self.length]
-        return grown
+    def advance(self, parents: torch.Tensor | None = None) -> None:
+        """End the step: its positions join the cache. With `parents` (B, G), row g of sentence b continues row
+        parents[b, g] from now on, and reads its ancestor's slots."""
+        self.length += self.step_positions
+        self.step_positions, self.step_mask = 0, None
+        if parents is not None:
+            filled = self._ancestry(parents.size(0), self.length, parents.device)[:, :, :self.length]
+            filled.copy_(filled.gather(1, parents[:, :, None].expand(-1, -1, self.length)))
 
-    def beam_mask(self, batch: int, device) -> torch.Tensor | None:
-        """(B, 1, G, (length+1)*G) True where a row may attend, for a step that feeds one new position to `batch`
-        sentences: at each position, the slot its ancestor wrote (its own slot for the new one). None when G = 1."""
-        if self.group == 1:
-            return None
-        slots = torch.arange(self.group, device=device)
-        seen = self._ancestry(batch, self.length + 1, device)[:, :, :self.length + 1, None] == slots
-        return seen.flatten(2)[:, None]  # (B, G, length+1, G) -> (B, 1, G, (length+1)*G)
-
-    def reorder(self, parent: torch.Tensor) -> None:
-        """Row g of sentence b continues row parent[b, g] (B, G): it reads its ancestor's slots from now on."""
-        filled = self._ancestry(parent.size(0), self.length, parent.device)[:, :, :self.length]
-        filled.copy_(filled.gather(1, parent[:, :, None].expand(-1, -1, self.length)))
+    def keep(self, sentences: torch.Tensor) -> None:
+        """Keep only the sentences in `sentences` (indices, in order); copies the filled positions of those."""
+        for layer in self.layers:
+            layer.keep(sentences, self.length)
+        if self.ancestry is not None:
+            self.ancestry = self.ancestry.index_select(0, sentences)
 
     def _ancestry(self, batch: int, size: int, device) -> torch.Tensor:
         """`ancestry` with room for `size` positions; positions no reorder has reached are the row's own slot."""
@@ -78,18 +87,60 @@ class DecoderCache:
             self.ancestry = grown
         return self.ancestry
 
-    def keep(self, sentences: torch.Tensor) -> None:
-        """Drop the sentences not in `sentences` (their self- and cross-attention keys); copies the filled
-        positions of those that go on."""
+
+class LayerCache:
+    """One decoder layer's keys and values: what the layer's attention sees of the cache.
+
+    Self-attention: key and value buffers (B, H, capacity, G, D/H), preallocated at the first step; each step
+    writes every row's new positions into the row's own slot, in place.
+    Cross-attention: keys and values (B, H, S, D/H) of the source, computed once per sentence.
+    """
+
+    def __init__(self, cache: DecoderCache):
+        self.cache = cache
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self.cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def self_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """The step's q, k, v (B*G, H, t, D/H) -> what self-attention computes with: the queries grouped per
+        sentence (B, H, G*t, D/H), the keys and values of every position so far (B, H, (length+t)*G, D/H), and
+        the mask: the step's (`DecoderCache.begin_step`), or causal over the t new positions when G = 1."""
+        cache = self.cache
+        start, end = cache.length, cache.length + k.size(2)
+        if self.k is None or end > self.k.size(2):
+            self.k, self.v = self._grown(self.k, k, end), self._grown(self.v, v, end)
+        for buffer, new in ((self.k, k), (self.v, v)):
+            # (B*G, H, t, D/H) -> (B, H, t, G, D/H)
+            buffer[:, :, start:end] = new.unflatten(0, (-1, cache.group)).permute(0, 2, 3, 1, 4)
+        keys, values = self.k[:, :, :end].flatten(2, 3), self.v[:, :, :end].flatten(2, 3)
+        mask = cache.step_mask
+        if mask is None and k.size(2) > 1:  # several new positions of one row: each sees those before it
+            mask = torch.ones(k.size(2), end, dtype=torch.bool, device=k.device).tril(start)[None, None]
+        return group_rows(q, cache.group), keys, values, mask
+
+    def cross_attention(self, q: torch.Tensor, project_memory):
+        """The step's queries (B*G, H, t, D/H) -> the queries grouped per sentence (B, H, G*t, D/H) and the
+        source's keys and values (B, H, S, D/H), from `project_memory()` at the first step, kept after."""
+        if self.cross_kv is None:
+            self.cross_kv = project_memory()
+        return group_rows(q, self.cache.group), *self.cross_kv
+
+    def _grown(self, buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> torch.Tensor:
+        group, length = self.cache.group, self.cache.length
+        size = max(end, self.cache.capacity, 2 * buffer.size(2) if buffer is not None else 0)
+        grown = new.new_empty(new.size(0) // group, new.size(1), size, group, new.size(3))
+        if buffer is not None:
+            grown[:, :, :length] = buffer[:, :, :length]
+        return grown
+
+    def keep(self, sentences: torch.Tensor, length: int) -> None:
         def rows(buffer):
             if buffer is None:
                 return None
             picked = buffer.new_empty(sentences.size(0), *buffer.shape[1:])
-            torch.index_select(buffer[:, :, :self.length], 0, sentences, out=picked[:, :, :self.length])
+            torch.index_select(buffer[:, :, :length], 0, sentences, out=picked[:, :, :length])
             return picked
-        self.self_k = [rows(k) for k in self.self_k]
-        self.self_v = [rows(v) for v in self.self_v]
-        self.cross_kv = [None if kv is None else (kv[0].index_select(0, sentences), kv[1].index_select(0, sentences))
-                         for kv in self.cross_kv]
-        if self.ancestry is not None:
-            self.ancestry = self.ancestry.index_select(0, sentences)
+        self.k, self.v = rows(self.k), rows(self.v)
+        if self.cross_kv is not None:
+            self.cross_kv = tuple(kv.index_select(0, sentences) for kv in self.cross_kv)

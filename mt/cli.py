@@ -71,7 +71,8 @@ def translate(
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
-    from mt.translate import decode_options, load_translator, translate_file
+    from mt.decode import load_translator
+    from mt.translate import decode_options, translate_file
 
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
@@ -122,8 +123,9 @@ def evaluate(
 def _translate_for_evaluation(checkpoint, src, output, device, **overrides) -> list[str]:
     import io
 
-    from mt.translate import decode_options, load_translator, run_translate
+    from mt.decode import load_translator
     from mt.files import atomic_write_text
+    from mt.translate import decode_options, run_translate
 
     tr = load_translator(checkpoint, device)
     sink = io.StringIO()
@@ -196,7 +198,7 @@ def export(
     force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
 ):
     """Write a CTranslate2 model directory (with the sentencepiece models) that `mt translate -c DIR` reads."""
-    from mt.ct2 import export_ctranslate2
+    from mt.export import export_ctranslate2
 
     if format != "ctranslate2":
         raise MtError(f"--format: only ctranslate2 is supported, got '{format}'")

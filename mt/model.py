@@ -1,7 +1,7 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), section 3.
 
 Shapes: B batch, S source length, T target length, D d_model, H heads, V vocabulary.
-Masks follow mt/masks.py: boolean, True = may attend.
+Masks follow mt/masks.py: boolean, True = may attend, or CAUSAL.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mt.cache import DecoderCache
+from mt.cache import DecoderCache, LayerCache
 from mt.config import ModelConfig
+from mt.masks import CAUSAL, Causal
 from mt.symbols import PAD
 
 
@@ -78,13 +79,15 @@ class MultiHeadAttention(nn.Module):
         k, v = F.linear(x, self.in_proj.weight[d:], self.in_proj.bias[d:]).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-               causal: bool = False) -> torch.Tensor:
-        """q (B, H, Lq, D/H), k/v (B, H, Lk, D/H), mask (B, 1, Lq|1, Lk) or None -> (B, Lq, D).
-
-        `causal` masks later keys inside SDPA (no mask tensor, so it may pick its fastest kernel).
-        """
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | Causal | None) -> torch.Tensor:
+        """q (B, H, Lq, D/H), k/v (B, H, Lk, D/H) -> (B, Lq, D). `mask`: (B, 1, Lq|1, Lk) boolean, True = may
+        attend; CAUSAL: key j is visible from query i when j <= i, left to SDPA (no mask tensor, so it may
+        pick its fastest kernel); None: every key is visible."""
         dropout = self.dropout if self.training else 0.0
+        causal = isinstance(mask, Causal)
+        if causal:
+            mask = None
         if self.keep_weights:
             out = self._attention_keeping_weights(q, k, v, mask, causal, dropout)
         else:
@@ -149,6 +152,9 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder's output, feed-forward; each in a residual
+    block with LayerNorm (3.1)."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         pre = cfg.norm == "pre"
@@ -157,39 +163,26 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
         self.self_block, self.cross_block, self.ffn_block = (Residual(cfg.d_model, cfg.dropout, pre) for _ in range(3))
 
-    def forward(self, x, memory, src_mask, tgt_mask, cache: DecoderCache | None = None, layer: int = 0):
-        x = self.self_block(x, lambda h: self._self_attention(h, tgt_mask, cache, layer))
-        x = self.cross_block(x, lambda h: self._cross_attention(h, memory, src_mask, cache, layer))
+    def forward(self, x, memory, src_mask, tgt_mask, cache: LayerCache | None = None):
+        """With `cache` (incremental decoding), x holds only the new positions and the cache the earlier ones
+        (mt/cache.py); the cache then says which keys each position may see, in place of `tgt_mask`."""
+        x = self.self_block(x, lambda h: self._self_attention(h, tgt_mask, cache))
+        x = self.cross_block(x, lambda h: self._cross_attention(h, memory, src_mask, cache))
         return self.ffn_block(x, self.ffn)
 
-    def _self_attention(self, h, tgt_mask, cache, layer):
+    def _self_attention(self, h, tgt_mask, cache):
         q, k, v = self.self_attn.project_qkv(h)
-        if cache is not None:  # k, v of all positions so far; a sentence's beams attend together
-            k, v = cache.append(layer, k, v)
-            q = group_rows(q, cache.group)
-        # No mask given: causal over the positions fed (a cached step feeds one position, which may see all).
-        causal = tgt_mask is None and h.size(1) > 1
-        return self.self_attn.attend(q, k, v, tgt_mask, causal).view(h.shape)
+        if cache is not None:
+            q, k, v, tgt_mask = cache.self_attention(q, k, v)
+        return self.self_attn.attend(q, k, v, tgt_mask).view(h.shape)
 
-    def _cross_attention(self, h, memory, src_mask, cache, layer):
-        """When `memory` has fewer rows than `h`, each group of h.size(0) // memory.size(0) consecutive rows
-        shares one memory row (the beams of one sentence): the group's queries attend together as one row's,
-        so the source's keys and values are neither copied per beam nor read once per beam."""
-        if cache is not None and cache.cross_kv[layer] is not None:
-            k, v = cache.cross_kv[layer]
-        else:
+    def _cross_attention(self, h, memory, src_mask, cache):
+        q = self.cross_attn.project_q(h)
+        if cache is None:
             k, v = self.cross_attn.project_kv(memory)
-            if cache is not None:
-                cache.cross_kv[layer] = (k, v)
-        q = group_rows(self.cross_attn.project_q(h), h.size(0) // memory.size(0))
+        else:
+            q, k, v = cache.cross_attention(q, lambda: self.cross_attn.project_kv(memory))
         return self.cross_attn.attend(q, k, v, src_mask).view(h.shape)
-
-
-def group_rows(q: torch.Tensor, group: int) -> torch.Tensor:
-    """(N*G, H, T, D/H) -> (N, H, G*T, D/H): the queries of G consecutive rows attend as one row's."""
-    if group == 1:
-        return q
-    return q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)
 
 
 class Transformer(nn.Module):
@@ -235,29 +228,36 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.encoder_norm(x)
 
-    def decode(self, memory, src_mask, tgt_in, tgt_mask=None, cache: DecoderCache | None = None) -> torch.Tensor:
-        """memory (B, S, D), tgt_in (B, T), tgt_mask (B, 1, T, T) or None -> logits (B, T, V).
+    def decode(self, memory, src_mask, tgt_in, tgt_mask=CAUSAL) -> torch.Tensor:
+        """Teacher forcing: memory (B, S, D), src_mask (B, 1, 1, S), tgt_in (B, T), tgt_mask (B, 1, T, T) or
+        CAUSAL -> logits (B, T, V).
 
-        memory and src_mask may instead have B/G rows, each shared by G consecutive target rows (beam search);
-        so may the cache, made with `group` G.
-
-        Without `tgt_mask` the decoder is causal and ignores target padding: padding follows every real token,
-        so a real position never sees it, and the loss ignores the outputs at padded positions.
-        With a cache, `tgt_in` holds only the new positions; the cache supplies the earlier ones.
+        CAUSAL (mt/masks.py) leaves the no-peeking mask to the attention kernel and ignores target padding:
+        padding follows every real token, so a real position never sees it, and the loss ignores the outputs
+        at padded positions.
         """
-        x = self.tgt_embed(tgt_in, offset=cache.length if cache is not None else 0)
-        if cache is not None and tgt_mask is None:
-            tgt_mask = cache.beam_mask(tgt_in.size(0) // cache.group, tgt_in.device)
-        for i, layer in enumerate(self.decoder_layers):
-            x = layer(x, memory, src_mask, tgt_mask, cache, i)
-        if cache is not None:
-            cache.length += tgt_in.size(1)
+        x = self.tgt_embed(tgt_in)
+        for layer in self.decoder_layers:
+            x = layer(x, memory, src_mask, tgt_mask)
+        return self._logits(x)
+
+    def decode_step(self, memory, src_mask, tgt_new, cache: DecoderCache) -> torch.Tensor:
+        """Incremental decoding: tgt_new (N, t), each row's next t tokens (one for G > 1), at positions
+        `cache.length` on -> logits (N, t, V). The cache holds the earlier positions and keeps this step's
+        (mt/cache.py); memory (B, S, D) and src_mask (B, 1, 1, S) have one row per sentence, shared by its
+        G = N / B rows. The caller's search started the step (`cache.begin_step`) and ends it (`advance`)."""
+        x = self.tgt_embed(tgt_new, offset=cache.length)
+        for layer, layer_cache in zip(self.decoder_layers, cache.layers):
+            x = layer(x, memory, src_mask, CAUSAL, layer_cache)
+        return self._logits(x)
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = self.decoder_norm(x)
         if self.output is not None:
             return self.output(x)  # a module call, so that an int8-quantized projection (mt.quantize) works too
         return F.linear(x, self.tgt_embed.tokens.weight)
 
-    def forward(self, src, src_mask, tgt_in, tgt_mask=None):
+    def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL):
         return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mt.backend import load_model_translator
 from mt.errors import MtError
 from mt.plot_data import attention_maps, mask_tables, positions_table, select_heads, training_curves
-from mt.translate import load_translator
 
 FIGSIZE = {  # inches
     "positions": (10, 6),
@@ -70,7 +70,7 @@ def plot_attention(checkpoint, text: str, target: str | None, layer: int | None,
     if all_heads and head is not None:
         raise MtError("give --head H or --all-heads, not both")
     plt = _pyplot(output, show)
-    maps = attention_maps(load_translator(checkpoint, "cpu"), text, target)
+    maps = attention_maps(load_model_translator(checkpoint, "cpu"), text, target)
     n_layers, n_heads = len(maps.encoder), maps.encoder[0].shape[0]
     layer = n_layers - 1 if layer is None else layer
     chosen = select_heads(maps, layer, head)  # {"encoder", "decoder", "cross"}: (heads, query, key)

@@ -7,19 +7,19 @@ attention weights captured during a real forward pass (`MultiHeadAttention.keep_
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from mt.backend import Translator
 from mt.decode import translate_ids
 from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
 from mt.metrics import metric_curves
 from mt.model import MultiHeadAttention, Transformer, sinusoidal_positions
 from mt.symbols import BOS, EOS, PAD
-from mt.translate import Translator
 
 
 def positions_table(n_positions: int, d_model: int) -> np.ndarray:
@@ -80,17 +80,17 @@ def kept_attention_weights(model: Transformer):
 
 @torch.no_grad()
 def attention_maps(tr: Translator, text: str, target: str | None = None) -> AttentionMaps:
-    """Attention of `tr.model` on `text` and `target` (the model's own greedy translation when None)."""
-    model, limit = tr.model, tr.model.cfg.max_positions
+    """Attention of mt's model (`tr.backend.model`) on `text` and `target` (the model's own greedy translation
+    when None)."""
+    model, limit = tr.backend.model, tr.backend.model.cfg.max_positions
     src_ids = tr.src_tokenizer.encode([text.strip()])[0]
     if not src_ids:
         raise MtError("--text is empty")
     if len(src_ids) + 1 > limit:
         raise MtError(f"--text has {len(src_ids)} tokens plus EOS, more than the model's {limit} positions")
     if target is None:
-        tgt_ids = translate_ids(model, [src_ids], beam_size=1, alpha=tr.cfg.decode.alpha,
-                                max_len_a=tr.cfg.decode.max_len_a, max_len_b=tr.cfg.decode.max_len_b,
-                                batch_tokens=limit)[0][0].tokens
+        greedy = replace(tr.cfg.decode, beam_size=1, batch_tokens=limit)
+        tgt_ids = translate_ids(tr.backend, [src_ids], greedy)[0][0].tokens
     else:
         tgt_ids = tr.tgt_tokenizer.encode([target.strip()])[0]
         if len(tgt_ids) + 1 > limit:

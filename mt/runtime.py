@@ -45,9 +45,10 @@ class Runtime:
         return values
 
 
-def pick_device(name: str) -> torch.device:
+def pick_device(name: str, option: str = "train.device") -> torch.device:
+    """auto, cpu or cuda as a torch device; `option` names the setting in the error."""
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device is cuda but no CUDA device is available")
+        raise ConfigError(f"{option} is cuda but no CUDA device is available")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)

@@ -7,13 +7,14 @@ import math
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from mt.backend import ModelBackend, Translator
 from mt.batching import (
     BatchStream,
     Prefetcher,
@@ -266,9 +267,8 @@ def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, 
         start = time.perf_counter()
         nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
         with rt.autocast():
-            hyps = translate_lines(model, data.src_tokenizer, data.tgt_tokenizer, data.dev_src, beam_size=1,
-                                   alpha=cfg.decode.alpha, max_len_a=cfg.decode.max_len_a,
-                                   max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens)
+            translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
+            hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
         bleu = bleu_score([h[0][0] for h in hyps], data.dev_ref)
         model.train()
         row = {"step": state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),

@@ -1,4 +1,4 @@
-"""`mt translate`: load a checkpoint, read lines (streaming from stdin), write exactly one result per line.
+"""`mt translate`: read lines (streaming from stdin), write exactly one result per line, through mt/decode.py.
 
 Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
 `index \\t score \\t hypothesis` (index counts input lines from 0).
@@ -11,64 +11,16 @@ import queue
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
 import torch
 
-from mt.checkpoint import load_checkpoint
-from mt.config import Config, DecodeConfig, config_from_dict
+from mt.backend import Translator
+from mt.config import DecodeConfig
 from mt.decode import translate_lines
-from mt.errors import MtError
 from mt.files import atomic_write
-from mt.model import Transformer, build_model
-from mt.runtime import pick_device
-from mt.tokenizer import Tokenizer
-
-
-@dataclass
-class Translator:
-    model: Transformer
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
-    cfg: Config
-
-    def translate_lines(self, lines: list[str], **options) -> list[list[tuple[str, float]]]:
-        """(text, score) hypotheses per line; options as mt.decode.translate_ids."""
-        return translate_lines(self.model, self.src_tokenizer, self.tgt_tokenizer, lines, **options)
-
-
-def load_translator(path: str | Path, device: str = "auto", quantize: str | None = None):
-    """A model in eval mode on `device`, its tokenizers and config, from a checkpoint file alone; or, for a
-    directory written by `mt export`, a CTranslate2 translator with the same interface.
-
-    `quantize="int8"` decodes with int8 weights: mt's dynamic quantization (CPU only), or CTranslate2's.
-    """
-    if Path(path).is_dir():
-        from mt.ct2 import Ct2Translator, is_exported
-
-        if not is_exported(path):
-            raise MtError(f"{path}: a directory, but not one written by `mt export`")
-        return Ct2Translator(path, device, quantize)
-    ckpt = load_checkpoint(path)
-    cfg = config_from_dict(ckpt["config"], source=f"{path} (stored config)")
-    src_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"])
-    tgt_tok = Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
-    model = build_model(cfg.model, len(src_tok), len(tgt_tok), cfg.tokenizer.joint)
-    model.load_state_dict(ckpt["model"])
-    model.eval()
-    if quantize is not None:
-        model = _quantized(model, device)
-    return Translator(model.to(pick_device(device)), src_tok, tgt_tok, cfg)
-
-
-def _quantized(model: Transformer, device: str) -> Transformer:
-    from mt.quantize import quantize_int8
-
-    if pick_device(device).type != "cpu":
-        raise MtError("--quantize int8 runs on the CPU; add --device cpu (or export to CTranslate2 for a GPU)")
-    return quantize_int8(model)
 
 
 def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
@@ -91,9 +43,7 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
     def truncated(i: int, length: int, kept: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
 
-    return tr.translate_lines([line.strip() for line in lines], beam_size=max(opts.beam_size, nbest),
-                              alpha=opts.alpha, max_len_a=opts.max_len_a, max_len_b=opts.max_len_b,
-                              batch_tokens=opts.batch_tokens, nbest=nbest, on_truncate=truncated)
+    return translate_lines(tr, [line.strip() for line in lines], opts, nbest=nbest, on_truncate=truncated)
 
 
 def format_results(results, first_index: int, nbest: int | None, scores: bool) -> str:

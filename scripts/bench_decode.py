@@ -5,7 +5,7 @@ greedy and beam 4, each setting in a fresh process.
 
 The checkpoint is exported once to CTranslate2 (float32, in a temporary directory); its int8 rows decode that
 export with int8 weights (`mt translate -c DIR --quantize int8`). Every row decodes through `mt translate`'s
-own code path (load_translator, then translate_lines in batches of `--batch-tokens`) with alpha 0.6 and
+own code path (load_translator, then mt.decode.translate_lines in batches of `--batch-tokens`) with alpha 0.6 and
 max length = source + 50. `seconds` times decoding only, `CPU s` is the CPU time the process spent in it (all
 threads; time the virtual machine's host took away is not in it), `process s` the whole process (start,
 imports and model loading included); target tokens are the output re-tokenized, EOS included; peak RSS is the process's.
@@ -41,14 +41,16 @@ def run_one(args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from mt.translate import load_translator
+    from mt.config import DecodeConfig
+    from mt.decode import load_translator, translate_lines
 
     tr = load_translator(args.model, args.device, "int8" if "int8" in args.precision else None)
     lines = (ROOT / "data/ddtp-de-en/dev.de").read_text(encoding="utf-8").splitlines()[: args.limit]
     start, cpu_start = time.perf_counter(), time.process_time()
     with torch.inference_mode():
-        hyps = tr.translate_lines(lines, beam_size=args.beam, alpha=0.6, max_len_a=1.0, max_len_b=50,
-                                  batch_tokens=args.batch_tokens)
+        opts = DecodeConfig(beam_size=args.beam, alpha=0.6, max_len_a=1.0, max_len_b=50,
+                            batch_tokens=args.batch_tokens)
+        hyps = translate_lines(tr, lines, opts)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     texts = [h[0][0] for h in hyps]
     tokens = [len(t) + 1 for t in tr.tgt_tokenizer.encode(texts)]
@@ -102,7 +104,7 @@ def main():
         return
     if not args.checkpoint:
         parser.error("--checkpoint is required")
-    from mt.ct2 import export_ctranslate2
+    from mt.export import export_ctranslate2
     from mt.evaluate import score_corpus
 
     refs = (ROOT / "data/ddtp-de-en/dev.en").read_text(encoding="utf-8").splitlines()[: args.limit]

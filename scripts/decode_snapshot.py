@@ -24,8 +24,8 @@ SETTINGS = {"greedy": dict(beam_size=1, nbest=1), "beam4": dict(beam_size=4, nbe
 def snapshot(checkpoint: str, limit: int, device: str) -> dict:
     import torch
 
-    from mt.decode import translate_ids
-    from mt.translate import load_translator
+    from mt.config import DecodeConfig
+    from mt.decode import load_translator, translate_ids
 
     tr = load_translator(checkpoint, device)
     lines = (ROOT / "data/ddtp-de-en/dev.de").read_text(encoding="utf-8").splitlines()[:limit]
@@ -33,7 +33,9 @@ def snapshot(checkpoint: str, limit: int, device: str) -> dict:
     out = {}
     with torch.inference_mode():
         for name, options in SETTINGS.items():
-            hyps = translate_ids(tr.model, ids, alpha=0.6, max_len_a=1.0, max_len_b=50, batch_tokens=4096, **options)
+            opts = DecodeConfig(beam_size=options["beam_size"], alpha=0.6, max_len_a=1.0, max_len_b=50,
+                                batch_tokens=4096)
+            hyps = translate_ids(tr.backend, ids, opts, nbest=options["nbest"])
             out[name] = [[[h.tokens, h.score, h.log_prob] for h in per_line] for per_line in hyps]
     return out
 

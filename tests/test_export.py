@@ -7,17 +7,17 @@ import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.config import config_from_dict, config_to_dict
+from mt.config import DecodeConfig, config_from_dict, config_to_dict
+from mt.decode import load_translator, translate_lines
 from mt.errors import MtError
 from mt.model import build_model
 from mt.tokenizer import Tokenizer
-from mt.translate import load_translator
 from tests.conftest import DATA, run_mt
 
 pytest.importorskip("ctranslate2")
 
 LINES = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:200]
-GREEDY = dict(beam_size=1, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=2048)
+GREEDY = DecodeConfig(beam_size=1, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=2048)
 
 
 def _compare(checkpoint, exported, lines, options=GREEDY):
@@ -25,8 +25,8 @@ def _compare(checkpoint, exported, lines, options=GREEDY):
     ours = load_translator(checkpoint, "cpu")
     theirs = load_translator(exported, "cpu")
     with torch.inference_mode():
-        a = ours.translate_lines(lines, **options)
-    b = theirs.translate_lines(lines, **options)
+        a = translate_lines(ours, lines, options)
+    b = translate_lines(theirs, lines, options)
     same = [(x[0], y[0]) for x, y in zip(a, b) if x[0][0] == y[0][0]]
     lengths = [len(t) + 1 for t in ours.tgt_tokenizer.encode([x[0] for x, _ in same])]
     per_token = max((abs(x[1] - y[1]) / n for (x, y), n in zip(same, lengths)), default=0.0)
@@ -69,7 +69,7 @@ def _random_checkpoint(trained_tiny, path, **model_changes):
 def test_pre_norm_and_untied_output_export_too(trained_tiny, tmp_path, changes):
     checkpoint = _random_checkpoint(trained_tiny, tmp_path / "random.pt", **changes)
     run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
-    same, per_token = _compare(checkpoint, tmp_path / "ct2", LINES[:50], dict(GREEDY, max_len_b=5))
+    same, per_token = _compare(checkpoint, tmp_path / "ct2", LINES[:50], replace(GREEDY, max_len_b=5))
     assert same >= 0.99 and per_token < 1e-4
 
 
@@ -97,7 +97,7 @@ def test_export_refuses_an_existing_directory_unless_forced(trained_tiny, tmp_pa
 
 
 def test_without_ctranslate2_the_error_names_the_extra(trained_tiny, tmp_path, monkeypatch):
-    from mt.ct2 import export_ctranslate2
+    from mt.export import export_ctranslate2
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 now raises ImportError
     with pytest.raises(MtError, match=r"pip install 'mt\[ct2\]'"):

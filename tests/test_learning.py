@@ -7,7 +7,8 @@ import time
 import pytest
 import torch
 
-from mt.config import ModelConfig
+from mt.backend import ModelBackend
+from mt.config import DecodeConfig, ModelConfig
 from mt.batching import collate
 from mt.corpus import encode_corpus
 from mt.decode import translate_ids
@@ -37,8 +38,8 @@ def test_tiny_model_memorises_64_pairs_exactly():
         optimizer.step()
         if step % 50 == 0:
             model.eval()
-            out = translate_ids(model, [p[0] for p in pairs], beam_size=1, alpha=0.0, max_len_a=0.0, max_len_b=12,
-                                batch_tokens=4096)
+            greedy = DecodeConfig(beam_size=1, alpha=0.0, max_len_a=0.0, max_len_b=12, batch_tokens=4096)
+            out = translate_ids(ModelBackend(model), [p[0] for p in pairs], greedy)
             model.train()
             exact = [h[0].tokens for h in out] == [p[1] for p in pairs]
             if exact:

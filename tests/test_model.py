@@ -7,8 +7,7 @@ import torch
 from torch import nn
 
 from mt.config import ModelConfig
-from mt.masks import padding_mask, subsequent_mask, target_mask
-from mt.cache import DecoderCache
+from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.checkpoint import upgrade_state_dict
 from mt.model import MultiHeadAttention, build_model, sinusoidal_positions
 from mt.symbols import BOS, PAD
@@ -174,68 +173,6 @@ def test_embeddings_are_scaled_by_sqrt_d_model():
     assert model.src_embed.tokens is model.tgt_embed.tokens and model.output is None  # one shared matrix
 
 
-def test_incremental_decoding_matches_the_full_pass():
-    model = _model()
-    src, tgt = _batch(batch=2)
-    tgt = tgt[:, :5].clone()
-    tgt[tgt == PAD] = 9
-    with torch.no_grad():
-        memory = model.encode(src, padding_mask(src))
-        full = model.decode(memory, padding_mask(src), tgt, target_mask(tgt))
-        cache = DecoderCache.empty(model.cfg.n_layers)
-        steps = [model.decode(memory, padding_mask(src), tgt[:, t:t + 1], None, cache) for t in range(5)]
-    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
-
-
-def test_target_rows_sharing_one_memory_row_decode_as_with_the_memory_repeated():
-    """Beam search passes each sentence's memory once for its K beams; the decoder must read it as if repeated."""
-    model, group = _model(), 3
-    src, _ = _batch(batch=2)
-    g = torch.Generator().manual_seed(5)
-    tgt = torch.randint(4, VOCAB, (2 * group, 5), generator=g)  # rows 0-2 belong to sentence 0, rows 3-5 to 1
-    with torch.no_grad():
-        memory, src_mask = model.encode(src, padding_mask(src)), padding_mask(src)
-        repeated = model.decode(memory.repeat_interleave(group, 0), src_mask.repeat_interleave(group, 0), tgt)
-        shared = model.decode(memory, src_mask, tgt)
-        cache = DecoderCache.empty(model.cfg.n_layers)
-        steps = [model.decode(memory, src_mask, tgt[:, t:t + 1], None, cache) for t in range(5)]
-    assert torch.allclose(shared, repeated, atol=1e-5)
-    assert torch.allclose(torch.cat(steps, dim=1), repeated, atol=1e-5)
-    assert cache.cross_kv[0][0].size(0) == 2  # the source's keys are kept once per sentence, not per beam
-
-
-def test_beams_that_switch_parents_read_their_ancestors_keys_from_the_shared_cache():
-    """Beam search reorders a grouped cache by ancestry (no key moves); each step must still equal the full pass
-    over the token history each row has after the reorders, for a source shared by the sentence's beams."""
-    model, group, steps = _model(), 3, 6
-    src, _ = _batch(batch=2)
-    g = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        memory, src_mask = model.encode(src, padding_mask(src)), padding_mask(src)
-        cache = DecoderCache.empty(model.cfg.n_layers, steps, group=group)
-        history = torch.full((2 * group, 1), BOS)
-        for t in range(steps):
-            step = model.decode(memory, src_mask, history[:, -1:], None, cache)[:, -1]
-            full = model.decode(memory, src_mask, history)[:, -1]  # no cache: recomputes each row's prefix
-            assert torch.allclose(step, full, atol=1e-5), f"step {t}"
-            parent = torch.randint(0, group, (2, group), generator=g)  # each new beam continues some old one
-            cache.reorder(parent)
-            rows = (torch.arange(2)[:, None] * group + parent).view(-1)
-            history = torch.cat([history[rows], torch.randint(4, VOCAB, (2 * group, 1), generator=g)], dim=1)
-        assert cache.self_k[0].shape[0] == 2  # keys are held per sentence, one slot per beam
-        cache.keep(torch.tensor([1]))  # the first sentence ends: the second decodes on alone
-        alone = model.decode(memory[1:], src_mask[1:], history[group:, -1:], None, cache)[:, -1]
-        assert torch.allclose(alone, model.decode(memory[1:], src_mask[1:], history[group:])[:, -1], atol=1e-5)
-
-
-def test_a_grouped_cache_takes_one_position_per_step():
-    model = _model()
-    src, _ = _batch(batch=1)
-    with torch.no_grad(), pytest.raises(ValueError, match="one position per step"):
-        model.decode(model.encode(src, padding_mask(src)), padding_mask(src), torch.full((2, 3), BOS), None,
-                     DecoderCache.empty(model.cfg.n_layers, group=2))
-
-
 def test_attention_passes_gradcheck_in_float64():
     torch.manual_seed(0)
     attention = MultiHeadAttention(8, 2).double()
@@ -245,13 +182,14 @@ def test_attention_passes_gradcheck_in_float64():
     assert torch.autograd.gradcheck(lambda q, m: attention(q, m, mask), (query, memory))
 
 
-def test_without_a_target_mask_the_decoder_is_causal_and_ignores_padding():
-    """Training passes no target mask (SDPA's is_causal): real positions equal the explicit-mask result."""
+def test_the_causal_target_mask_ignores_padding_and_equals_the_explicit_mask():
+    """Training passes CAUSAL (SDPA's is_causal, no mask tensor): real positions equal the explicit-mask result."""
     model = _model()
     src, tgt = _batch()
+    assert model.decode.__defaults__ == (CAUSAL,)  # what a call without a target mask means, said in the signature
     with torch.no_grad():
         explicit = model(src, padding_mask(src), tgt, target_mask(tgt))
-        implicit = model(src, padding_mask(src), tgt)
+        implicit = model(src, padding_mask(src), tgt, CAUSAL)
     real = tgt != PAD
     assert (explicit - implicit)[real].abs().max() < 1e-5
 

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import struct
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +16,15 @@ import torch
 
 from mt.checkpoint import save_checkpoint
 from mt.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from mt.decode import translate_ids
+from mt.decode import load_translator, translate_ids
 from mt.errors import MtError
-from mt.masks import padding_mask, subsequent_mask, target_mask
+from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.metrics import TensorBoardLog, metric_curves
 from mt.model import build_model, sinusoidal_positions
 from mt.plot import plot_attention, plot_curves, plot_mask, plot_positions
 from mt.plot_data import attention_maps, kept_attention_weights, mask_tables, positions_table
 from mt.symbols import BOS, PAD
 from mt.tokenizer import train_tokenizer
-from mt.translate import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
 needs_plot_extra = pytest.mark.skipif(
@@ -78,7 +78,7 @@ def test_captured_attention_is_a_distribution_zero_where_masked_and_changes_noth
     model = build_model(cfg, 40, 40, True).eval()
     src, tgt_in = _padded_batch(40)
     src_mask = padding_mask(src)  # (B, 1, 1, S)
-    tgt_mask = target_mask(tgt_in) if explicit_target_mask else None  # None: causal inside attention
+    tgt_mask = target_mask(tgt_in) if explicit_target_mask else CAUSAL  # causal inside attention
     with torch.no_grad():
         plain = model(src, src_mask, tgt_in, tgt_mask)
         with kept_attention_weights(model):
@@ -131,8 +131,7 @@ def test_attention_maps_of_a_sentence(random_checkpoint):
     greedy = attention_maps(tr, "Ein einfacher Texteditor.")  # no target: the model's own greedy translation
     src_ids = tr.src_tokenizer.encode(["Ein einfacher Texteditor."])[0]
     d = tr.cfg.decode
-    own = translate_ids(tr.model, [src_ids], beam_size=1, alpha=d.alpha, max_len_a=d.max_len_a,
-                        max_len_b=d.max_len_b, batch_tokens=100)[0][0].tokens
+    own = translate_ids(tr.backend, [src_ids], replace(d, beam_size=1, batch_tokens=100))[0][0].tokens
     assert greedy.tgt_pieces == ["<s>"] + [tr.tgt_tokenizer.sp.id_to_piece(i) for i in own]
     assert greedy.src_pieces == maps.src_pieces
 

@@ -5,12 +5,14 @@ import sys
 import pytest
 import torch
 
-from mt.config import ModelConfig
-from mt.decode import beam_search, greedy_search, length_penalty, max_output_lengths, translate_ids
-from mt.masks import padding_mask, target_mask
-from mt.symbols import BOS, EOS
+from mt.backend import ModelBackend
+from mt.config import DecodeConfig, ModelConfig
+from mt.decode import translate_ids
+from mt.masks import CAUSAL, padding_mask, target_mask
 from mt.model import build_model
 from mt.quantize import quantize_int8
+from mt.search import beam_search, greedy_search, length_penalty, max_output_lengths
+from mt.symbols import BOS, EOS
 
 N_SENTENCES = 24
 VOCAB = 20
@@ -31,9 +33,10 @@ def sources():
     return [torch.randint(EOS + 1, VOCAB, (n,), generator=generator).tolist() for n in lengths]
 
 
-def _options(**kw):
-    base = dict(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096)
-    return {**base, **kw}
+def _translate(model, sources, nbest=1, use_cache=True, **options):
+    """Through the decoding front end, with mt's model as the backend."""
+    opts = DecodeConfig(**{**dict(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096), **options})
+    return translate_ids(ModelBackend(model, use_cache), sources, opts, nbest=nbest)
 
 
 def _tokens(results):
@@ -42,8 +45,8 @@ def _tokens(results):
 
 def test_cached_decoding_equals_recomputing_the_prefix(model, sources):
     for beam in (1, 4):
-        cached = translate_ids(model, sources, **_options(beam_size=beam), use_cache=True)
-        full = translate_ids(model, sources, **_options(beam_size=beam), use_cache=False)
+        cached = _translate(model, sources, beam_size=beam, use_cache=True)
+        full = _translate(model, sources, beam_size=beam, use_cache=False)
         assert _tokens(cached) == _tokens(full)
         for a, b in zip(cached, full):
             assert a[0].score == pytest.approx(b[0].score, abs=1e-4)
@@ -62,14 +65,14 @@ def test_beam_size_one_gives_greedy_output(model, sources):
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_translation_does_not_depend_on_batching(model, sources, beam):
-    together = translate_ids(model, sources, **_options(beam_size=beam))
-    alone = [translate_ids(model, [s], **_options(beam_size=beam))[0] for s in sources]
-    small_batches = translate_ids(model, sources, **_options(beam_size=beam, batch_tokens=40))
+    together = _translate(model, sources, beam_size=beam)
+    alone = [_translate(model, [s], beam_size=beam)[0] for s in sources]
+    small_batches = _translate(model, sources, beam_size=beam, batch_tokens=40)
     assert _tokens(together) == _tokens(alone) == _tokens(small_batches)
 
 
 def test_scores_equal_the_length_penalized_log_probability(model, sources):
-    results = translate_ids(model, sources[:8], **_options(nbest=3))
+    results = _translate(model, sources[:8], nbest=3)
     for src_ids, hyps in zip(sources[:8], results):
         assert len(hyps) == 3 and hyps[0].score >= hyps[1].score >= hyps[2].score
         for h in hyps:
@@ -85,14 +88,14 @@ def test_scores_equal_the_length_penalized_log_probability(model, sources):
 def test_a_sentence_stops_once_beam_size_hypotheses_have_finished(model, sources, monkeypatch):
     """fairseq's and CTranslate2's rule: the search ends at the step where the K-th hypothesis finished, so the
     longest of the K it returns ended at the last step. An exact search would go on to the length limit here."""
-    steps, decode = [], model.decode
+    steps, decode_step = [], model.decode_step
     eos_bias = torch.zeros(VOCAB).index_fill_(0, torch.tensor([EOS]), 3.0)  # so that hypotheses do end
 
     def counted(*args):
         steps.append(1)
-        return decode(*args) + eos_bias
+        return decode_step(*args) + eos_bias
 
-    monkeypatch.setattr(model, "decode", counted)
+    monkeypatch.setattr(model, "decode_step", counted)
     stopped_early = 0
     for src_ids in sources:
         src = torch.tensor([src_ids + [EOS]])
@@ -107,7 +110,7 @@ def test_a_sentence_stops_once_beam_size_hypotheses_have_finished(model, sources
 
 
 def test_output_length_is_capped(model, sources):
-    results = translate_ids(model, sources, **_options(max_len_a=0.0, max_len_b=3))
+    results = _translate(model, sources, max_len_a=0.0, max_len_b=3)
     assert all(len(h.tokens) <= 3 for per in results for h in per)
 
 
@@ -133,11 +136,11 @@ def test_int8_decoding_stays_close_to_float(model, sources):
     tgt = src.clone()
     tgt[:, 0] = BOS
     with torch.no_grad():
-        exact = model(src, padding_mask(src), tgt).log_softmax(-1)
-        approx = quantized(src, padding_mask(src), tgt).log_softmax(-1)
+        exact = model(src, padding_mask(src), tgt, CAUSAL).log_softmax(-1)
+        approx = quantized(src, padding_mask(src), tgt, CAUSAL).log_softmax(-1)
     error = (exact - approx).abs()
     assert error.mean() < 0.05 and error.max() < 0.3  # log-prob error; a wrong weight gives errors of order 1
-    results = translate_ids(quantized, sources, **_options())
+    results = _translate(quantized, sources)
     assert len(results) == len(sources) and all(len(h[0].tokens) <= len(s) + 10 for h, s in zip(results, sources))
 
 

@@ -1,0 +1,90 @@
+"""Decoding backends: what searches a batch of encoded sources. Here the interface and mt's own model.
+
+The front end (mt/decode.py) prepares lines (encoding, truncation, empty lines, length limits, batching by
+tokens) once for every backend; a backend only searches one batch. mt/ct2_backend.py is the other backend
+(an exported CTranslate2 directory). A new backend is a class with `max_positions` and `search` and a loader
+that returns a `Translator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from mt.batching import pad_sequences
+from mt.checkpoint import load_checkpoint
+from mt.config import Config, DecodeConfig, config_from_dict
+from mt.errors import MtError
+from mt.masks import padding_mask
+from mt.model import Transformer, build_model
+from mt.quantize import quantize_int8
+from mt.runtime import pick_device
+from mt.search import Hypothesis, beam_search, greedy_search
+from mt.symbols import EOS
+from mt.tokenizer import Tokenizer
+
+
+class Backend(Protocol):
+    max_positions: int  # target and source positions the model has (EOS included)
+
+    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig,
+               nbest: int) -> list[list[Hypothesis]]:
+        """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens), each with its most target
+        tokens before EOS (max_len, (B,)) -> the `nbest` best hypotheses of each, best first."""
+        ...
+
+
+@dataclass
+class Translator:
+    """A backend with its tokenizers and the config it was trained with (its `decode` section: the defaults)."""
+
+    backend: Backend
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    cfg: Config
+
+
+@dataclass
+class ModelBackend:
+    """mt's Transformer: greedy search when one hypothesis of beam 1 is wanted, beam search otherwise.
+    `use_cache=False` recomputes every prefix at every step (the reference the KV cache is tested against)."""
+
+    model: Transformer
+    use_cache: bool = True
+
+    @property
+    def max_positions(self) -> int:
+        return self.model.cfg.max_positions
+
+    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig,
+               nbest: int) -> list[list[Hypothesis]]:
+        device = next(self.model.parameters()).device
+        src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
+        src_mask = padding_mask(src)
+        if opts.beam_size == 1 and nbest == 1:
+            hyps = greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
+                                 use_cache=self.use_cache)
+            return [[h] for h in hyps]
+        return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha, max_len=max_len,
+                           nbest=nbest, use_cache=self.use_cache)
+
+
+def load_model_translator(path: str | Path, device: str = "auto", quantize: str | None = None) -> Translator:
+    """A checkpoint's model in eval mode on `device`, with its tokenizers and config, from the file alone.
+    `quantize="int8"` decodes with int8 weights (mt.quantize; CPU only)."""
+    ckpt = load_checkpoint(path)
+    cfg = config_from_dict(ckpt["config"], source=f"{path} (stored config)")
+    src_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"])
+    tgt_tok = Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
+    model = build_model(cfg.model, len(src_tok), len(tgt_tok), cfg.tokenizer.joint)
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    target = pick_device(device, option="--device")
+    if quantize is not None:
+        if target.type != "cpu":
+            raise MtError("--quantize int8 runs on the CPU; add --device cpu (or export to CTranslate2 for a GPU)")
+        model = quantize_int8(model)
+    return Translator(ModelBackend(model.to(target)), src_tok, tgt_tok, cfg)

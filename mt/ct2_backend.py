@@ -1,0 +1,99 @@
+"""The CTranslate2 backend: decode with a directory written by `mt export` (mt/export.py).
+
+The directory holds CTranslate2's model.bin, config.json and vocabularies, the sentencepiece model(s)
+(source.spm, target.spm) and mt.yaml (the checkpoint's config, for the decode defaults), so `mt translate -c
+DIR` needs nothing else. `ctranslate2` is the optional extra `mt[ct2]`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import yaml
+
+from mt.backend import Translator
+from mt.config import DecodeConfig, config_from_dict
+from mt.errors import MtError
+from mt.search import Hypothesis, length_penalty
+from mt.tokenizer import Tokenizer
+
+MARKER = "mt.yaml"  # the file that tells an exported directory from any other
+END = "</s>"  # CTranslate2's end token
+
+
+def import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MtError("CTranslate2 is not installed; install the extra: pip install 'mt[ct2]'") from None
+    return ctranslate2
+
+
+def is_exported(path: str | Path) -> bool:
+    return (Path(path) / MARKER).is_file()
+
+
+def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: str | None = None) -> Translator:
+    """An exported directory as a Translator; `quantize` is a CTranslate2 compute type (e.g. int8)."""
+    directory = Path(directory)
+    if not is_exported(directory):
+        raise MtError(f"{directory}: a directory, but not one written by `mt export`")
+    ct2 = import_ctranslate2()
+    cfg = config_from_dict(yaml.safe_load((directory / MARKER).read_text(encoding="utf-8")),
+                           source=str(directory / MARKER))
+    src_tok = Tokenizer((directory / "source.spm").read_bytes())
+    tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
+    translator = ct2.Translator(str(directory), device=device, compute_type=quantize or "default",
+                                intra_threads=torch.get_num_threads())
+    return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
+
+
+class Ct2Backend:
+    """CTranslate2's search, scored like mt's (GNMT length penalty), over sentencepiece pieces."""
+
+    def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int):
+        self.translator, self.max_positions = translator, max_positions
+        self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
+
+    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig,
+               nbest: int) -> list[list[Hypothesis]]:
+        pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
+        hyps = self._search(pieces, max_len.tolist(), opts, nbest)
+        return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)
+                 for tokens, score, log_prob in per_source] for per_source in hyps]
+
+    def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int):
+        """(pieces, score, log-prob) hypotheses per source, best first. CTranslate2 takes one length limit per
+        call, so sources are searched with the largest limit, and those that ran past their own again with it."""
+        # min_decoding_length 0: CTranslate2 would otherwise forbid EOS at the first step, which mt allows.
+        # Greedy search asks for plain log-probs; beam search ranks with CTranslate2's length ** alpha.
+        options = dict(beam_size=opts.beam_size, num_hypotheses=nbest,
+                       length_penalty=opts.alpha if opts.beam_size > 1 else 0.0, min_decoding_length=0,
+                       return_scores=True, return_end_token=True)
+        out = self.translator.translate_batch(pieces, max_decoding_length=max(max_len, default=1), **options)
+        for limit in sorted(set(max_len)):
+            over = [i for i, r in enumerate(out) if max_len[i] == limit and any(
+                len(_without_end(h)) > limit for h in r.hypotheses)]
+            if over:
+                again = self.translator.translate_batch([pieces[i] for i in over], max_decoding_length=limit, **options)
+                for i, r in zip(over, again):
+                    out[i] = r
+        return [self._rescored(source, r, options["length_penalty"], opts.alpha) for source, r in zip(pieces, out)]
+
+    def _rescored(self, source, result, ct2_alpha, alpha):
+        """CTranslate2 scores are log-probs over length ** alpha (EOS counted); mt's are over the GNMT penalty
+        ((5 + |Y|) / 6) ** alpha: re-score and re-rank. A hypothesis stopped at the length limit gets the
+        log-prob of EOS after it (mt's search ends it with EOS there), from CTranslate2's scoring."""
+        log_probs = [score * len(tokens) ** ct2_alpha for tokens, score in zip(result.hypotheses, result.scores)]
+        unended = [j for j, tokens in enumerate(result.hypotheses) if tokens[-1:] != [END]]
+        if unended:
+            scored = self.translator.score_batch([source] * len(unended), [result.hypotheses[j] for j in unended])
+            for j, s in zip(unended, scored):
+                log_probs[j] = sum(s.log_probs)
+        hyps = [(_without_end(tokens), lp) for tokens, lp in zip(result.hypotheses, log_probs)]
+        return sorted(((t, lp / length_penalty(len(t) + 1, alpha), lp) for t, lp in hyps), key=lambda h: -h[1])
+
+
+def _without_end(tokens: list[str]) -> list[str]:
+    return tokens[:-1] if tokens[-1:] == [END] else tokens

@@ -1,0 +1,120 @@
+"""`mt export`: a checkpoint as a CTranslate2 model directory, which `mt translate -c DIR` decodes with.
+
+`export_ctranslate2` fills CTranslate2's own TransformerSpec (as its fairseq and OpenNMT-py converters do) and
+writes, atomically, CTranslate2's model.bin, config.json and vocabularies, the sentencepiece model(s)
+(source.spm, target.spm) and mt.yaml (the checkpoint's config, for the decode defaults).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import yaml
+
+from mt.backend import load_model_translator
+from mt.config import config_to_dict
+from mt.ct2_backend import MARKER, import_ctranslate2
+from mt.errors import MtError
+from mt.files import atomic_write_dir
+from mt.model import Transformer
+from mt.tokenizer import Tokenizer
+
+LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which mt's model uses
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
+                 "float32")
+
+
+def _linear(spec, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+    spec.weight = weight.detach().float().numpy()
+    if bias is not None:
+        spec.bias = bias.detach().float().numpy()
+
+
+def _layer_norm(spec, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = norm.weight.detach().numpy(), norm.bias.detach().numpy()
+
+
+def _attention(spec, attn, self_attention: bool) -> None:
+    """Self-attention: CTranslate2's linear_0 is the fused (3D, D) q/k/v projection, as mt's `in_proj`;
+    cross-attention: linear_0 is q (the first D rows) and linear_1 the fused k/v (the other 2D rows)."""
+    d, w, b = attn.d_model, attn.in_proj.weight, attn.in_proj.bias
+    if self_attention:
+        _linear(spec.linear[0], w, b)
+    else:
+        _linear(spec.linear[0], w[:d], b[:d])
+        _linear(spec.linear[1], w[d:], b[d:])
+    _linear(spec.linear[-1], attn.out_proj.weight, attn.out_proj.bias)
+
+
+def _ffn(spec, layer) -> None:
+    _layer_norm(spec.layer_norm, layer.ffn_block.norm)
+    _linear(spec.linear_0, layer.ffn.w1.weight, layer.ffn.w1.bias)
+    _linear(spec.linear_1, layer.ffn.w2.weight, layer.ffn.w2.bias)
+
+
+def _embeddings(spec, embed, embeddings_spec) -> None:
+    embeddings_spec.weight = embed.tokens.weight.detach().numpy()
+    spec.scale_embeddings = True  # times sqrt(d_model) (3.4)
+    # CTranslate2's own sinusoids put sin and cos in two halves; mt interleaves them (3.5): give the table.
+    spec.position_encodings.encodings = embed.positions.numpy()
+
+
+def transformer_spec(model: Transformer):
+    """mt's Transformer as a CTranslate2 TransformerSpec (post-LN or pre-LN, ReLU, tied or separate output)."""
+    from ctranslate2.specs import transformer_spec as ts
+
+    cfg = model.cfg
+    pre = cfg.norm == "pre"
+    spec = ts.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=pre)
+    _embeddings(spec.encoder, model.src_embed, spec.encoder.embeddings[0])
+    _embeddings(spec.decoder, model.tgt_embed, spec.decoder.embeddings)
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attn, self_attention=True)
+        _layer_norm(layer_spec.self_attention.layer_norm, layer.attn_block.norm)
+        _ffn(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attn, self_attention=True)
+        _layer_norm(layer_spec.self_attention.layer_norm, layer.self_block.norm)
+        _attention(layer_spec.attention, layer.cross_attn, self_attention=False)
+        _layer_norm(layer_spec.attention.layer_norm, layer.cross_block.norm)
+        _ffn(layer_spec.ffn, layer)
+    if pre:
+        _layer_norm(spec.encoder.layer_norm, model.encoder_norm)
+        _layer_norm(spec.decoder.layer_norm, model.decoder_norm)
+    output = model.tgt_embed.tokens.weight if model.output is None else model.output.weight
+    _linear(spec.decoder.projection, output)  # the same array as the embedding when tied: saved once
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    spec.config.add_source_eos = True  # mt appends EOS to every source
+    return spec
+
+
+def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantization: str | None = None,
+                       force: bool = False) -> Path:
+    """Write the CTranslate2 model directory `output_dir`: built in a temporary directory beside it, then
+    renamed, so it is complete or absent. `quantization` is one of QUANTIZATIONS (None keeps float32)."""
+    import_ctranslate2()
+    output_dir = Path(output_dir)
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise MtError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got '{quantization}'")
+    if output_dir.exists() and not force:
+        raise MtError(f"{output_dir} exists; remove it or pass --force")
+    tr = load_model_translator(checkpoint, "cpu")
+    spec = transformer_spec(tr.backend.model)
+    spec.register_source_vocabulary(_pieces(tr.src_tokenizer))
+    spec.register_target_vocabulary(_pieces(tr.tgt_tokenizer))
+    spec.validate()
+    spec.optimize(quantization=quantization)
+
+    def write(folder: Path) -> None:
+        spec.save(str(folder))
+        (folder / "source.spm").write_bytes(tr.src_tokenizer.model_proto)
+        (folder / "target.spm").write_bytes(tr.tgt_tokenizer.model_proto)
+        (folder / MARKER).write_text(yaml.safe_dump(config_to_dict(tr.cfg), sort_keys=False), encoding="utf-8")
+
+    atomic_write_dir(output_dir, write)
+    return output_dir
+
+
+def _pieces(tok: Tokenizer) -> list[str]:
+    return [tok.sp.id_to_piece(i) for i in range(len(tok))]

@@ -1,0 +1,57 @@
+"""The decoding front end (mt/decode.py): line preparation written once, the same for every backend."""
+
+from dataclasses import replace
+
+from mt.config import DecodeConfig
+from mt.decode import translate_ids
+from mt.search import Hypothesis
+
+
+class RecordingBackend:
+    """A backend that echoes each source reversed and records what the front end handed it."""
+
+    max_positions = 8
+
+    def __init__(self):
+        self.calls = []
+
+    def search(self, sources, max_len, opts, nbest):
+        self.calls.append((sources, max_len.tolist(), opts, nbest))
+        return [[Hypothesis(s[::-1], -float(i), -float(i)) for i in range(nbest)] for s in sources]
+
+
+OPTS = DecodeConfig(beam_size=2, alpha=0.6, max_len_a=1.0, max_len_b=2, batch_tokens=12)
+
+
+def test_empty_lines_never_reach_the_backend_and_get_one_empty_hypothesis():
+    backend = RecordingBackend()
+    results = translate_ids(backend, [[5, 6], [], [7]], OPTS)
+    assert [[h.tokens for h in per] for per in results] == [[[6, 5]], [[]], [[7]]]
+    assert all(source for sources, *_ in backend.calls for source in sources)
+
+
+def test_long_sources_are_cut_to_the_positions_with_a_warning_per_line():
+    backend, warned = RecordingBackend(), []
+    translate_ids(backend, [[4] * 10, [5] * 3], OPTS, on_truncate=lambda *args: warned.append(args))
+    # 8 positions: at most 7 target tokens with EOS, so a source keeps 6 tokens and its EOS
+    assert warned == [(0, 10, 6)]
+    assert sorted(len(s) for sources, *_ in backend.calls for s in sources) == [3, 6]
+
+
+def test_length_limits_and_batches_are_the_front_ends():
+    backend = RecordingBackend()
+    sources = [[4] * n for n in (1, 2, 3, 4, 5, 6)]
+    translate_ids(backend, sources, OPTS)
+    limits = {len(s): m for sources_, max_len, *_ in backend.calls for s, m in zip(sources_, max_len)}
+    assert limits == {1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 7}  # a * |x| + b, capped by the model's 7 target positions
+    for sources_, *_ in backend.calls:  # batch_tokens / beam = 6 source tokens (EOS counted) per batch
+        assert len(sources_) * (max(map(len, sources_)) + 1) <= 6 or len(sources_) == 1
+
+
+def test_results_come_back_in_input_order_with_nbest_and_a_wide_enough_beam():
+    backend = RecordingBackend()
+    sources = [[9, 4], [5], [6, 7, 8], [4]]
+    results = translate_ids(backend, sources, replace(OPTS, batch_tokens=4096), nbest=3)
+    assert [per[0].tokens for per in results] == [s[::-1] for s in sources]
+    assert all(len(per) == 3 for per in results)
+    assert {opts.beam_size for _, _, opts, _ in backend.calls} == {3}  # beam widened to nbest

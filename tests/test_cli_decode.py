@@ -111,3 +111,11 @@ def test_translate_quantize_int8_on_the_cpu(trained_tiny):
     bad = run_mt("translate", "-c", trained_tiny / "checkpoint_last.pt", "--quantize", "int4", input="x\n",
                  check=False)
     assert bad.returncode == 1 and bad.stderr.strip() == "error: --quantize: only int8 is supported, got 'int4'"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_translate_on_a_missing_gpu_names_the_option(trained_tiny):
+    proc = run_mt("translate", "-c", trained_tiny / "checkpoint_last.pt", "--device", "cuda", input="Hallo\n",
+                  check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: --device is cuda but no CUDA device is available"

@@ -30,9 +30,9 @@ from mt.errors import CheckpointError, MtError
 from mt.evaluate import bleu_score
 from mt.files import atomic_write_text
 from mt.flops import matmul_peak_flops
-from mt.metrics import TensorBoardLog
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
+from mt.run_log import TensorBoardLog
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
 from mt.step import (
     label_smoothed_loss,

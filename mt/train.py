@@ -27,9 +27,9 @@ from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.corpus import Corpus
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
-from mt.evaluate import bleu_score
 from mt.files import atomic_write_text
 from mt.flops import matmul_peak_flops
+from mt.metrics import bleu_score
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.run_log import TensorBoardLog

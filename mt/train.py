@@ -15,8 +15,8 @@ import torch
 from tqdm import tqdm
 
 from mt.batching import (
-    BatchStream,
-    Prefetcher,
+    BatchPrefetcher,
+    BatchSchedule,
     collate,
     padding_fraction,
     token_batches,
@@ -98,7 +98,7 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
     scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
     pad = cfg.data.pad_to_multiple
     batches = training_batches(data.train, cfg.train.batch_tokens)
-    stream = BatchStream(data.train, batches, cfg.train.seed, rt.rank, rt.world, pad)
+    stream = BatchSchedule(data.train, batches, cfg.train.seed, rt.rank, rt.world, pad)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
     state = TrainState()
     last = out / "checkpoint_last.pt"
@@ -115,7 +115,7 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
         f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(batches)} batches per epoch, "
         f"padding {padding_fraction(data.train, batches, pad):.1%}{'; compiling the model' if cfg.train.compile else ''}")
     step_model = training_model(model, cfg.train, rt)
-    ahead = Prefetcher(stream, rt.device)
+    ahead = BatchPrefetcher(stream, rt.device)
     board = TensorBoardLog(out / "tensorboard", state.step) if cfg.train.tensorboard and rt.is_main else None
     try:
         with StopRequested() as stop:

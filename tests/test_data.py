@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mt.config import TokenizerConfig, load_config
-from mt.batching import BatchStream, collate, padding_fraction, token_batches, training_batches
+from mt.batching import BatchSchedule, collate, padding_fraction, token_batches, training_batches
 from mt.corpus import encode_corpus
 from mt.data import read_parallel
 from mt.masks import target_mask
@@ -108,14 +108,14 @@ def test_batch_stream_resumes_at_the_same_batch_and_shards_disjointly(tmp_path):
     cfg = load_config(TINY, [s for s in tiny_overrides(tmp_path) if s != "--set"])
     data = prepare_data(cfg, log=lambda m: None)
     batches = training_batches(data.train, 512)
-    stream = BatchStream(data.train, batches, seed=3)
+    stream = BatchSchedule(data.train, batches, seed=3)
     for _ in range(len(batches) + 5):  # into the second epoch
         stream.next_batch()
     state = stream.state()
     expected = [stream.next_batch().src for _ in range(3)]
-    resumed = BatchStream(data.train, batches, seed=3)
+    resumed = BatchSchedule(data.train, batches, seed=3)
     resumed.load_state(state)
     assert all(torch.equal(a, resumed.next_batch().src) for a in expected)
-    ranks = [BatchStream(data.train, batches, seed=3, rank=r, world=2) for r in range(2)]
+    ranks = [BatchSchedule(data.train, batches, seed=3, rank=r, world=2) for r in range(2)]
     assert not set(ranks[0]._order) & set(ranks[1]._order)
     assert len(ranks[0]._order) == len(ranks[1]._order) == len(batches) // 2

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mt.batching import BatchStream, Prefetcher, collate, pad_sequences, training_batches
+from mt.batching import BatchPrefetcher, BatchSchedule, collate, pad_sequences, training_batches
 from mt.config import ModelConfig, TrainConfig
 from mt.corpus import encode_corpus
 from mt.errors import ConfigError
@@ -64,8 +64,8 @@ def test_vectorised_collate_equals_the_sentence_loop_and_pads_to_a_multiple(dtyp
 def test_prefetcher_hands_out_the_stream_in_order_with_exact_positions():
     corpus = _corpus(n=60)
     batches = training_batches(corpus, 64)
-    plain = BatchStream(corpus, batches, seed=2)
-    ahead = Prefetcher(BatchStream(corpus, batches, seed=2), torch.device("cpu"), depth=3)
+    plain = BatchSchedule(corpus, batches, seed=2)
+    ahead = BatchPrefetcher(BatchSchedule(corpus, batches, seed=2), torch.device("cpu"), depth=3)
     try:
         for _ in range(len(batches) + 4):  # into the second epoch
             batch = ahead.next_batch()

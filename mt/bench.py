@@ -22,7 +22,7 @@ from mt.prepare import prepare_data
 from mt.flops import matmul_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
 from mt.runtime import Runtime, setup_runtime, teardown_runtime
-from mt.step import make_optimizer, noam_lr, train_step, training_model
+from mt.recipe import make_optimizer, noam_lr, train_step, training_model
 from mt.symbols import PAD
 
 
@@ -117,7 +117,7 @@ class _Side:
 
 
 def _mt_step(cfg: Config, rt: Runtime, vocab: int, schedule: BatchSchedule):
-    """mt's own update (`mt.step.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
+    """mt's own update (`mt.recipe.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, vocab, vocab, cfg.tokenizer.joint).to(rt.device).train()
     optimizer = make_optimizer(model, cfg.train)

@@ -34,7 +34,7 @@ from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.run_log import TensorBoardLog
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
-from mt.step import (
+from mt.recipe import (
     label_smoothed_loss,
     make_optimizer,
     noam_lr,

@@ -16,7 +16,7 @@ from mt.masks import padding_mask
 from mt.model import build_model
 from mt.runtime import setup_runtime
 from mt.symbols import BOS, EOS
-from mt.step import apply_update, make_optimizer
+from mt.recipe import apply_update, make_optimizer
 from tests.conftest import TINY, run_mt, tiny_overrides
 
 

@@ -21,9 +21,10 @@ from mt.config import Config, ModelConfig
 from mt.prepare import prepare_data
 from mt.flops import matmul_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
+from mt.recipe import noam_lr
 from mt.runtime import Runtime, setup_runtime, teardown_runtime
-from mt.recipe import make_optimizer, noam_lr, train_step, training_model
 from mt.symbols import PAD
+from mt.update import make_learner, train_step
 
 
 class ReferenceTransformer(nn.Module):
@@ -117,22 +118,20 @@ class _Side:
 
 
 def _mt_step(cfg: Config, rt: Runtime, vocab: int, schedule: BatchSchedule):
-    """mt's own update (`mt.recipe.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
+    """mt's own update (`mt.update.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, vocab, vocab, cfg.tokenizer.joint).to(rt.device).train()
-    optimizer = make_optimizer(model, cfg.train)
-    scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
-    step_model = training_model(model, cfg.train, rt)
+    learner = make_learner(model, cfg.train, rt)
     batches = _TimedBatches(BatchPrefetcher(schedule, rt.device))
     count = 0
 
     def step():
         nonlocal count
         count += 1
-        for group in optimizer.param_groups:
+        for group in learner.optimizer.param_groups:
             group["lr"] = noam_lr(count, cfg.model.d_model, cfg.train.warmup_steps, cfg.train.lr_scale)
         seconds, tokens = batches.seconds, batches.tokens
-        _, flops, skipped = train_step(cfg, rt, model, step_model, optimizer, scaler, batches)
+        _, flops, skipped = train_step(cfg, rt, learner, batches)
         bool(skipped)  # the training loop's one host read per step
         return float(batches.tokens - tokens), flops, batches.seconds - seconds
 

@@ -32,15 +32,10 @@ from mt.flops import matmul_peak_flops
 from mt.metrics import bleu_score
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
+from mt.recipe import label_smoothed_loss, make_optimizer, noam_lr
 from mt.run_log import TensorBoardLog
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
-from mt.recipe import (
-    label_smoothed_loss,
-    make_optimizer,
-    noam_lr,
-    train_step,
-    training_model,
-)
+from mt.update import Learner, train_step, training_model
 
 
 @dataclass
@@ -149,6 +144,7 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
 
 def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, stop, say, board):
     out, tc = Path(cfg.output_dir), cfg.train
+    learner = Learner(model, step_model, optimizer, scaler)
     window = Window(rt.device, matmul_peak_flops(rt.device, rt.autocast_dtype or torch.float32))
     bar = tqdm(total=tc.max_steps, initial=state.step, disable=not (rt.is_main and is_terminal()),
                dynamic_ncols=True, unit="step")
@@ -156,7 +152,7 @@ def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, s
         lr = noam_lr(state.step + 1, cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        sums, flops, skipped = train_step(cfg, rt, model, step_model, optimizer, scaler, batches)
+        sums, flops, skipped = train_step(cfg, rt, learner, batches)
         # The one host read of a step: whether the device skipped the update. It comes after the update is
         # queued, so the device never waits for the host; the loss sums stay on the device until a log line.
         if bool(skipped):

@@ -14,9 +14,10 @@ from mt.errors import ConfigError
 from mt.flops import training_flops
 from mt.masks import padding_mask
 from mt.model import build_model
+from mt.recipe import make_optimizer
 from mt.runtime import setup_runtime
 from mt.symbols import BOS, EOS
-from mt.recipe import apply_update, make_optimizer
+from mt.update import Learner, apply_update
 from tests.conftest import TINY, run_mt, tiny_overrides
 
 
@@ -80,13 +81,13 @@ def test_a_non_finite_update_is_skipped_on_the_device():
     model = torch.nn.Linear(4, 3)
     optimizer = make_optimizer(model, TrainConfig())
     optimizer.param_groups[0]["lr"] = 0.1
-    scaler = torch.amp.GradScaler("cuda", enabled=False)
+    learner = Learner(model, model, optimizer, torch.amp.GradScaler("cuda", enabled=False))
     model(torch.randn(2, 4)).sum().backward()
-    apply_update(TrainConfig(), model, optimizer, scaler, torch.tensor(False))
+    apply_update(TrainConfig(), learner, torch.tensor(False))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     moments = [optimizer.state[p]["exp_avg"].clone() for p in model.parameters()]
     (model(torch.randn(2, 4)).sum() * float("nan")).backward()
-    apply_update(TrainConfig(clip_norm=1.0), model, optimizer, scaler, torch.tensor(True))
+    apply_update(TrainConfig(clip_norm=1.0), learner, torch.tensor(True))
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(torch.equal(m, optimizer.state[p]["exp_avg"]) for m, p in zip(moments, model.parameters()))
     assert all(optimizer.state[p]["step"].item() == 1 for p in model.parameters())

@@ -185,25 +185,26 @@ class BatchSchedule:
 
 
 class BatchPrefetcher:
-    """The next `depth` batches of a BatchSchedule, built by a background thread (and pinned for a CUDA device).
+    """The next `depth` batches of a BatchSchedule, built by a background thread (and pinned for a CUDA device)
+    that starts with the first `next_batch()`.
 
-    `state()` is the schedule's position after the last batch handed out, so checkpoints resume exactly.
+    `state()` is the schedule's position after the last batch handed out, so checkpoints resume exactly;
+    `load_state()` moves a prefetcher that has handed out nothing yet to such a position.
     """
 
     def __init__(self, schedule: BatchSchedule, device: torch.device, depth: int = 4):
-        self.device, self._state = device, schedule.state()
+        self.schedule, self.device, self._state = schedule, device, schedule.state()
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._produce, args=(schedule,), daemon=True, name="batches")
-        self._thread.start()
+        self._thread = threading.Thread(target=self._produce, daemon=True, name="batches")
 
-    def _produce(self, schedule: BatchSchedule) -> None:
+    def _produce(self) -> None:
         try:
             while not self._stop.is_set():
-                batch = schedule.next_batch()
+                batch = self.schedule.next_batch()
                 if self.device.type == "cuda":
                     batch = batch.pin_memory()
-                self._put((batch, schedule.state()))
+                self._put((batch, self.schedule.state()))
         except BaseException as e:  # hand the error to the training loop instead of dying silently
             self._put((e, None))
 
@@ -217,6 +218,8 @@ class BatchPrefetcher:
 
     def next_batch(self) -> Batch:
         """The next batch, on the device (the copy is queued, not waited for)."""
+        if self._thread.ident is None:
+            self._thread.start()
         batch, state = self._queue.get()
         if isinstance(batch, BaseException):
             raise batch
@@ -226,6 +229,13 @@ class BatchPrefetcher:
     def state(self) -> dict:
         return self._state
 
+    def load_state(self, state: dict) -> None:
+        if self._thread.ident is not None:
+            raise RuntimeError("BatchPrefetcher.load_state after the first batch: the queued batches would be stale")
+        self.schedule.load_state(state)
+        self._state = self.schedule.state()
+
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=5)

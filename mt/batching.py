@@ -1,8 +1,12 @@
 """Token-bucketed padded batches from an encoded Corpus, built ahead of time in a background thread.
 
-A batch is gathered from the corpus' flat token arrays in a few tensor operations (no loop over sentences);
-`Prefetcher` keeps the next batches ready (in pinned memory on CUDA) so the training loop never waits on
-Python building tensors.
+Four pieces, each answering one question:
+- `BatchPlan`: which pair indices form each batch (fixed for the run, `token_batches`).
+- `BatchSchedule`: which batch comes next (epochs, shuffling, rank shards, a resumable position).
+- `Batch`: one padded batch of tensors, gathered by `collate` from the corpus' flat token arrays in a few
+  tensor operations (no loop over sentences).
+- `BatchPrefetcher`: the next batches of a schedule kept ready by a background thread (pinned on CUDA), so
+  the training loop never waits on Python building tensors.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ def round_up(n: torch.Tensor | int, multiple: int):
     return (n + multiple - 1) // multiple * multiple
 
 
-class Batches:
-    """Token-bucketed batches as two arrays: `order` holds the pair indices sorted by length and batch i is
+class BatchPlan:
+    """Which pair indices form each batch, as two arrays: `order` holds the pair indices sorted by length and batch i is
     order[bounds[i]:bounds[i + 1]]. That is 8 bytes a pair, where a list of lists of Python ints costs
     about ten times more and grows a training process with the corpus."""
 
@@ -45,7 +49,7 @@ class Batches:
         return np.diff(self.bounds)
 
 
-def token_batches(lengths, batch_tokens: int) -> Batches:
+def token_batches(lengths, batch_tokens: int) -> BatchPlan:
     """Group indices, sorted by length (ties by index), so that (batch size x longest length) <= batch_tokens.
 
     A single item longer than `batch_tokens` gets a batch of its own. The loop runs once per batch, not per item.
@@ -62,24 +66,24 @@ def token_batches(lengths, batch_tokens: int) -> Batches:
         start += max(1, int(fits.sum()))
         bounds.append(start)
     small = np.int32 if len(order) < 2**31 else np.int64
-    return Batches(order.astype(small), np.array(bounds, dtype=np.int64))
+    return BatchPlan(order.astype(small), np.array(bounds, dtype=np.int64))
 
 
-def training_batches(corpus: Corpus, batch_tokens: int) -> Batches:
+def training_batches(corpus: Corpus, batch_tokens: int) -> BatchPlan:
     """Token-bucketed batches; the cost of a pair is its longer side including BOS/EOS (fairseq's max_tokens).
     Rounding lengths up to `data.pad_to_multiple` widens the tensors, not the batch: the same pairs either way."""
     return token_batches(corpus.costs().numpy(), batch_tokens)
 
 
-def padding_fraction(corpus: Corpus, batches: Batches, pad_to_multiple: int = 1) -> float:
-    """Share of padded positions in the source and target tensors of `batches`."""
-    if len(batches) == 0:
+def padding_fraction(corpus: Corpus, plan: BatchPlan, pad_to_multiple: int = 1) -> float:
+    """Share of padded positions in the source and target tensors of the batches of `plan`."""
+    if len(plan) == 0:
         return 0.0
     padded = real = 0
     for lengths in (corpus.src_lengths() + 1, corpus.tgt_lengths() + 1):
-        in_order = lengths.numpy()[batches.order]
-        longest = np.maximum.reduceat(in_order, batches.bounds[:-1])
-        padded += int((round_up(longest, pad_to_multiple) * batches.sizes()).sum())
+        in_order = lengths.numpy()[plan.order]
+        longest = np.maximum.reduceat(in_order, plan.bounds[:-1])
+        padded += int((round_up(longest, pad_to_multiple) * plan.sizes()).sum())
         real += int(in_order.sum())
     return 1.0 - real / padded if padded else 0.0
 
@@ -142,24 +146,25 @@ def collate(corpus: Corpus, indices: list[int], pad_to_multiple: int = 1) -> Bat
     return Batch(src, tgt_in, tgt_out, src_len + 1, tgt_len + 1)
 
 
-class BatchStream:
-    """Endless batches: each epoch shuffles the fixed batches from (seed, epoch); rank r takes every world-th.
+class BatchSchedule:
+    """Which batch comes next, endlessly: each epoch shuffles the plan's batches from (seed, epoch); rank r
+    takes every world-th.
 
     `state()` / `load_state()` give the exact position so a resumed run sees the same batches.
     """
 
-    def __init__(self, corpus: Corpus, batches: Batches, seed: int, rank: int = 0, world: int = 1,
+    def __init__(self, corpus: Corpus, plan: BatchPlan, seed: int, rank: int = 0, world: int = 1,
                  pad_to_multiple: int = 1):
-        if len(batches) < world:
-            raise DataError(f"only {len(batches)} batches for {world} processes; lower train.batch_tokens")
-        self.corpus, self.batches, self.seed, self.rank, self.world = corpus, batches, seed, rank, world
+        if len(plan) < world:
+            raise DataError(f"only {len(plan)} batches for {world} processes; lower train.batch_tokens")
+        self.corpus, self.plan, self.seed, self.rank, self.world = corpus, plan, seed, rank, world
         self.pad_to_multiple = pad_to_multiple
         self.epoch, self.position = 1, 0
         self._order = self._epoch_order()
 
     def _epoch_order(self) -> list[int]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(len(self.batches), generator=generator).tolist()
+        order = torch.randperm(len(self.plan), generator=generator).tolist()
         per_rank = len(order) // self.world
         return order[self.rank::self.world][:per_rank]
 
@@ -167,7 +172,7 @@ class BatchStream:
         if self.position >= len(self._order):
             self.epoch, self.position = self.epoch + 1, 0
             self._order = self._epoch_order()
-        batch = collate(self.corpus, self.batches[self._order[self.position]], self.pad_to_multiple)
+        batch = collate(self.corpus, self.plan[self._order[self.position]], self.pad_to_multiple)
         self.position += 1
         return batch
 
@@ -179,26 +184,27 @@ class BatchStream:
         self._order = self._epoch_order()
 
 
-class Prefetcher:
-    """The next `depth` batches of a BatchStream, built by a background thread (and pinned for a CUDA device).
+class BatchPrefetcher:
+    """The next `depth` batches of a BatchSchedule, built by a background thread (and pinned for a CUDA device)
+    that starts with the first `next_batch()`.
 
-    `state()` is the stream position after the last batch handed out, so checkpoints resume exactly.
+    `state()` is the schedule's position after the last batch handed out, so checkpoints resume exactly;
+    `load_state()` moves a prefetcher that has handed out nothing yet to such a position.
     """
 
-    def __init__(self, stream: BatchStream, device: torch.device, depth: int = 4):
-        self.device, self._state = device, stream.state()
+    def __init__(self, schedule: BatchSchedule, device: torch.device, depth: int = 4):
+        self.schedule, self.device, self._state = schedule, device, schedule.state()
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._produce, args=(stream,), daemon=True, name="batches")
-        self._thread.start()
+        self._thread = threading.Thread(target=self._produce, daemon=True, name="batches")
 
-    def _produce(self, stream: BatchStream) -> None:
+    def _produce(self) -> None:
         try:
             while not self._stop.is_set():
-                batch = stream.next_batch()
+                batch = self.schedule.next_batch()
                 if self.device.type == "cuda":
                     batch = batch.pin_memory()
-                self._put((batch, stream.state()))
+                self._put((batch, self.schedule.state()))
         except BaseException as e:  # hand the error to the training loop instead of dying silently
             self._put((e, None))
 
@@ -212,6 +218,8 @@ class Prefetcher:
 
     def next_batch(self) -> Batch:
         """The next batch, on the device (the copy is queued, not waited for)."""
+        if self._thread.ident is None:
+            self._thread.start()
         batch, state = self._queue.get()
         if isinstance(batch, BaseException):
             raise batch
@@ -221,6 +229,13 @@ class Prefetcher:
     def state(self) -> dict:
         return self._state
 
+    def load_state(self, state: dict) -> None:
+        if self._thread.ident is not None:
+            raise RuntimeError("BatchPrefetcher.load_state after the first batch: the queued batches would be stale")
+        self.schedule.load_state(state)
+        self._state = self.schedule.state()
+
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=5)

@@ -16,14 +16,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mt.batching import Batch, BatchStream, Prefetcher, training_batches
+from mt.batching import Batch, BatchPrefetcher, BatchSchedule, training_batches
 from mt.config import Config, ModelConfig
 from mt.prepare import prepare_data
 from mt.flops import matmul_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
+from mt.recipe import noam_lr
 from mt.runtime import Runtime, setup_runtime, teardown_runtime
-from mt.step import make_optimizer, noam_lr, train_step, training_model
 from mt.symbols import PAD
+from mt.update import make_learner, train_step
 
 
 class ReferenceTransformer(nn.Module):
@@ -51,7 +52,7 @@ class _TimedBatches:
     """Hands out the prefetched batches, adding up their target tokens and the main-thread time spent getting
     them (waiting for the background thread and queueing the copy to the device)."""
 
-    def __init__(self, source: Prefetcher):
+    def __init__(self, source: BatchPrefetcher):
         self.source, self.seconds, self.tokens = source, 0.0, 0
 
     def next_batch(self) -> Batch:
@@ -75,11 +76,11 @@ def _bench(cfg: Config, rt: Runtime, steps: int, warmup: int, blocks: int, log) 
     data = prepare_data(cfg, log=log)
     vocab = len(data.tgt_tokenizer)
     pad, tc = cfg.data.pad_to_multiple, cfg.train
-    batches = training_batches(data.train, tc.batch_tokens)
+    plan = training_batches(data.train, tc.batch_tokens)
     total = (warmup + steps) * tc.accum_steps
-    ours = _Side("mt", cfg, rt, _mt_step(cfg, rt, vocab, BatchStream(data.train, batches, tc.seed, 0, 1, pad)))
-    reference_stream = BatchStream(data.train, batches, tc.seed, 0, 1, pad)
-    on_device = [reference_stream.next_batch().to(rt.device) for _ in range(total)]
+    ours = _Side("mt", cfg, rt, _mt_step(cfg, rt, vocab, BatchSchedule(data.train, plan, tc.seed, 0, 1, pad)))
+    reference_schedule = BatchSchedule(data.train, plan, tc.seed, 0, 1, pad)
+    on_device = [reference_schedule.next_batch().to(rt.device) for _ in range(total)]
     theirs = _Side("reference", cfg, rt, _reference_step(cfg, rt, vocab, iter(on_device)))
     log(f"bench: {steps} steps per side after {warmup} warm-up steps{' (compiling)' if tc.compile else ''}, "
         f"device {rt.device}, precision {tc.precision}")
@@ -116,23 +117,21 @@ class _Side:
         self.seconds += time.perf_counter() - start
 
 
-def _mt_step(cfg: Config, rt: Runtime, vocab: int, stream: BatchStream):
-    """mt's own update (`mt.step.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
+def _mt_step(cfg: Config, rt: Runtime, vocab: int, schedule: BatchSchedule):
+    """mt's own update (`mt.update.train_step`): prefetching, fused Adam, device-side sums, optional compile."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, vocab, vocab, cfg.tokenizer.joint).to(rt.device).train()
-    optimizer = make_optimizer(model, cfg.train)
-    scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
-    step_model = training_model(model, cfg.train, rt)
-    batches = _TimedBatches(Prefetcher(stream, rt.device))
+    learner = make_learner(model, cfg.train, rt)
+    batches = _TimedBatches(BatchPrefetcher(schedule, rt.device))
     count = 0
 
     def step():
         nonlocal count
         count += 1
-        for group in optimizer.param_groups:
+        for group in learner.optimizer.param_groups:
             group["lr"] = noam_lr(count, cfg.model.d_model, cfg.train.warmup_steps, cfg.train.lr_scale)
         seconds, tokens = batches.seconds, batches.tokens
-        _, flops, skipped = train_step(cfg, rt, model, step_model, optimizer, scaler, batches)
+        _, flops, skipped = train_step(cfg, rt, learner, batches)
         bool(skipped)  # the training loop's one host read per step
         return float(batches.tokens - tokens), flops, batches.seconds - seconds
 

@@ -1,14 +1,17 @@
-"""Save, load and average checkpoints. Writes are atomic; loads never run code from the file.
+"""What a checkpoint holds, defined once; save, load, average and upgrade. Writes are atomic; loads never run
+code from the file.
 
-A checkpoint holds only tensors, numbers, strings, lists and dicts, so `torch.load(weights_only=True)` reads it:
-{"format", "config", "model", "step", "src_tokenizer", "tgt_tokenizer", and for resuming "optimizer", "scaler",
-"rng", "data_state", "best_bleu", "bad_steps"}.
+A checkpoint is a dict of tensors, numbers, strings, lists and dicts, so `torch.load(weights_only=True)` reads
+it: "format" (`FORMAT`), the keys of `ModelPart` (all that translating needs) and, in what training writes,
+the keys of `ResumePart` (what continuing the run needs). An averaged checkpoint holds no resume part; it
+names its sources in "averaged_from".
 """
 
 from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -16,6 +19,52 @@ from mt.errors import CheckpointError
 from mt.files import atomic_save
 
 FORMAT = "mt-checkpoint-1"
+
+
+class ModelPart(NamedTuple):
+    """The keys every checkpoint holds: enough to rebuild the model and its tokenizers and translate."""
+
+    config: dict  # config_to_dict(cfg)
+    model: dict  # the state_dict of the Transformer (never of its DDP or compiled wrapper)
+    step: int  # updates done
+    src_tokenizer: torch.Tensor  # the SentencePiece model as bytes (Tokenizer.to_tensor)
+    tgt_tokenizer: torch.Tensor
+
+
+class ResumePart(NamedTuple):
+    """The keys only continuing a run needs; training writes them, averaging drops them."""
+
+    optimizer: dict  # Adam's state_dict (fused)
+    scaler: dict  # the GradScaler's state_dict
+    rng: dict  # {"torch": CPU generator state, "cuda": one state per GPU, where CUDA is available}
+    data_state: dict  # the batch schedule's position after the last batch trained on: {"epoch", "position"}
+    best_bleu: float  # the best dev BLEU so far, -1 before the first evaluation
+    bad_steps: int  # consecutive non-finite losses
+    skipped_updates: int  # updates skipped for a non-finite loss since the run began
+
+
+MODEL_KEYS = ModelPart._fields
+RESUME_KEYS = ResumePart._fields
+
+
+def checkpoint_dict(model_part: ModelPart, resume_part: ResumePart | None = None) -> dict:
+    """The dict `save_checkpoint` writes: the model part's keys, then the resume part's if given."""
+    return {**model_part._asdict(), **(resume_part._asdict() if resume_part is not None else {})}
+
+
+def read_resume_part(ckpt: dict, path: str | Path) -> ResumePart:
+    """The resume part of a loaded checkpoint; a CheckpointError if it cannot continue a run."""
+    if ckpt.get("separate_qkv"):
+        raise CheckpointError(f"{path}: saved by an older mt (separate Q, K, V projections); it still translates "
+                              "and averages, but its optimizer state cannot resume: pass --restart to start over")
+    missing = [key for key in RESUME_KEYS if key not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path}: holds no {', '.join(missing)} (an averaged checkpoint?); it translates but "
+                              "cannot resume: pass --restart to start over")
+    if not all(group.get("fused") for group in ckpt["optimizer"]["param_groups"]):
+        raise CheckpointError(f"{path}: saved by an older mt (unfused Adam); it still translates and averages, but "
+                              "cannot resume: pass --restart to start over")
+    return ResumePart(**{key: ckpt[key] for key in RESUME_KEYS})
 
 
 def load_tensors(path: str | Path) -> dict:
@@ -63,7 +112,8 @@ def save_checkpoint(path: Path, ckpt: dict) -> None:
 
 
 def average_checkpoints(paths: list[str | Path]) -> dict:
-    """The first checkpoint with its model parameters replaced by the mean over all `paths` (section 6.1)."""
+    """The first checkpoint without its resume part, its model parameters replaced by the mean over all `paths`
+    (section 6.1), and "averaged_from" naming `paths`."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
     first = load_checkpoint(paths[0])
@@ -77,8 +127,7 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 total[k] += v.double()
     averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
                 for k, v in total.items()}
-    resume_only = ("optimizer", "scaler", "rng", "data_state", "bad_steps")
-    dropped = (*resume_only, "format", "separate_qkv")  # the averaged model is saved in today's layout
+    dropped = {*RESUME_KEYS, "format", "separate_qkv"}  # the averaged model is saved in today's layout
     return {**{k: v for k, v in first.items() if k not in dropped}, "model": averaged,
             "averaged_from": [str(p) for p in paths]}
 

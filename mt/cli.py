@@ -98,7 +98,7 @@ def evaluate(
 ):
     """Score hypotheses against references with sacrebleu (translating --src with -c first if given)."""
     from mt.data import read_lines
-    from mt.evaluate import score_corpus
+    from mt.metrics import score_corpus
 
     if (hyp is None) == (checkpoint is None):
         raise MtError("give either --hyp FILE, or -c CHECKPOINT with --src FILE")

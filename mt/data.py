@@ -1,7 +1,7 @@
-"""Parallel text in, token-bucketed padded batches out.
+"""Reading parallel text: two line-aligned UTF-8 files, or a `datasets` split, as (source lines, target lines).
 
 Text is read in chunks of `CHUNK_LINES` pairs, so a corpus of any size streams through `mt prepare`
-(mt/prepare.py) without being held in memory.
+(mt/prepare.py) without being held in memory. Encoding is in mt/corpus.py, batching in mt/batching.py.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from mt.backend import Translator
 from mt.decode import translate_ids
 from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
-from mt.metrics import metric_curves
 from mt.model import MultiHeadAttention, Transformer, sinusoidal_positions
+from mt.run_log import metric_curves
 from mt.symbols import BOS, EOS, PAD
 
 

@@ -1,4 +1,7 @@
-"""The training loop: train(cfg) -> path of the last checkpoint. Read it top to bottom."""
+"""The training loop: train(cfg) -> path of the last checkpoint. Read it top to bottom.
+
+A run's objects live in one `TrainingRun`, handed whole to the loop, evaluation, saving and resuming.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,40 +20,69 @@ from tqdm import tqdm
 
 from mt.backend import ModelBackend, Translator
 from mt.batching import (
-    BatchStream,
-    Prefetcher,
+    BatchPlan,
+    BatchPrefetcher,
+    BatchSchedule,
     collate,
     padding_fraction,
     token_batches,
     training_batches,
 )
-from mt.checkpoint import load_checkpoint, save_checkpoint, step_checkpoints
+from mt.checkpoint import (
+    ModelPart,
+    ResumePart,
+    checkpoint_dict,
+    load_checkpoint,
+    read_resume_part,
+    save_checkpoint,
+    step_checkpoints,
+)
 from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.corpus import Corpus
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
-from mt.evaluate import bleu_score
 from mt.files import atomic_write_text
 from mt.flops import matmul_peak_flops
-from mt.metrics import TensorBoardLog
+from mt.metrics import bleu_score
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
+from mt.recipe import label_smoothed_loss, noam_lr
+from mt.run_log import TensorBoardLog
 from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
-from mt.step import (
-    label_smoothed_loss,
-    make_optimizer,
-    noam_lr,
-    train_step,
-    training_model,
-)
+from mt.update import Learner, make_learner, train_step
 
 
 @dataclass
 class TrainState:
+    """The loop's counters; a checkpoint saves them (`step` in its model part, the others in its resume part)."""
+
     step: int = 0
     best_bleu: float = -1.0
     bad_steps: int = 0  # consecutive non-finite losses
     skipped_updates: int = 0
+
+
+@dataclass
+class TrainingRun:
+    """Everything one training run reads and changes."""
+
+    cfg: Config
+    rt: Runtime
+    data: PreparedData
+    learner: Learner  # the model, the wrapper the loop calls, the optimizer, the gradient scaler
+    prefetcher: BatchPrefetcher  # the next training batches; its state() is the position a checkpoint saves
+    state: TrainState
+    say: Callable[[str], None]  # a line on stderr on rank 0; nothing on the other ranks
+    board: TensorBoardLog | None = None  # with train.tensorboard, on rank 0
+
+    @property
+    def out(self) -> Path:
+        return Path(self.cfg.output_dir)
+
+    def close(self) -> None:
+        self.prefetcher.close()
+        if self.board is not None:
+            self.board.close()
 
 
 class StopRequested:
@@ -89,43 +122,48 @@ def train(cfg: Config, restart: bool = False) -> Path:
 
 
 def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
-    out = Path(cfg.output_dir)
+    run = _start_run(cfg, rt, restart)
+    try:
+        with StopRequested() as stop:
+            _loop(run, stop)
+    finally:
+        run.close()
+    return run.out / "checkpoint_last.pt"
+
+
+def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
+    """Data, model, optimizer and batches, resumed from checkpoint_last.pt unless `restart` (or there is none)."""
     say = log_line if rt.is_main else (lambda message: None)
     data = _prepared_data(cfg, rt, restart, say)
     torch.manual_seed(cfg.train.seed)  # same initial weights on every rank
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
-    model.to(rt.device)
-    optimizer = make_optimizer(model, cfg.train)
-    scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
-    pad = cfg.data.pad_to_multiple
-    batches = training_batches(data.train, cfg.train.batch_tokens)
-    stream = BatchStream(data.train, batches, cfg.train.seed, rt.rank, rt.world, pad)
+    learner = make_learner(model.to(rt.device), cfg.train, rt)
+    plan = training_batches(data.train, cfg.train.batch_tokens)
+    schedule = BatchSchedule(data.train, plan, cfg.train.seed, rt.rank, rt.world, cfg.data.pad_to_multiple)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
-    state = TrainState()
-    last = out / "checkpoint_last.pt"
+    run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), say)
+    last = run.out / "checkpoint_last.pt"
     if last.exists() and not restart:
-        _resume(last, cfg, model, optimizer, scaler, stream, state, rt)
-        say(f"resuming from {last} at step {state.step}")
+        _resume(run, last)
+        say(f"resuming from {last} at step {run.state.step}")
         if rt.is_main:
-            _truncate_metrics(out / "metrics.jsonl", state.step)
+            _truncate_metrics(run.out / "metrics.jsonl", run.state.step)
     elif rt.is_main:
-        _set_aside_previous_run(out, say)
+        _set_aside_previous_run(run.out, say)
     if rt.is_main:
-        save_config(cfg, out / "config.yaml")
-    say(f"model: {count_parameters(model):,} parameters; device {rt.device}"
-        f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(batches)} batches per epoch, "
-        f"padding {padding_fraction(data.train, batches, pad):.1%}{'; compiling the model' if cfg.train.compile else ''}")
-    step_model = training_model(model, cfg.train, rt)
-    ahead = Prefetcher(stream, rt.device)
-    board = TensorBoardLog(out / "tensorboard", state.step) if cfg.train.tensorboard and rt.is_main else None
-    try:
-        with StopRequested() as stop:
-            _loop(cfg, rt, model, step_model, optimizer, scaler, ahead, state, data, stop, say, board)
-    finally:
-        ahead.close()
-        if board is not None:
-            board.close()
-    return last
+        save_config(cfg, run.out / "config.yaml")
+    say(_describe(run, plan))
+    if cfg.train.tensorboard and rt.is_main:
+        run.board = TensorBoardLog(run.out / "tensorboard", run.state.step)
+    return run
+
+
+def _describe(run: TrainingRun, plan: BatchPlan) -> str:
+    cfg, rt, pad = run.cfg, run.rt, run.cfg.data.pad_to_multiple
+    return (f"model: {count_parameters(run.learner.model):,} parameters; device {rt.device}"
+            f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(plan)} batches per epoch, "
+            f"padding {padding_fraction(run.data.train, plan, pad):.1%}"
+            f"{'; compiling the model' if cfg.train.compile else ''}")
 
 
 def _set_aside_previous_run(out: Path, say) -> None:
@@ -148,45 +186,58 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
     return data if rt.is_main else load_prepared(cfg)
 
 
-def _loop(cfg, rt, model, step_model, optimizer, scaler, batches, state, data, stop, say, board):
-    out, tc = Path(cfg.output_dir), cfg.train
+def _loop(run: TrainingRun, stop: StopRequested) -> None:
+    tc, rt = run.cfg.train, run.rt
     window = Window(rt.device, matmul_peak_flops(rt.device, rt.autocast_dtype or torch.float32))
-    bar = tqdm(total=tc.max_steps, initial=state.step, disable=not (rt.is_main and is_terminal()),
+    bar = tqdm(total=tc.max_steps, initial=run.state.step, disable=not (rt.is_main and is_terminal()),
                dynamic_ncols=True, unit="step")
-    while state.step < tc.max_steps and stop.signal_name is None:
-        lr = noam_lr(state.step + 1, cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        sums, flops, skipped = train_step(cfg, rt, model, step_model, optimizer, scaler, batches)
-        # The one host read of a step: whether the device skipped the update. It comes after the update is
-        # queued, so the device never waits for the host; the loss sums stay on the device until a log line.
-        if bool(skipped):
-            state.bad_steps += 1
-            state.skipped_updates += 1
-            say(f"step {state.step + 1}: non-finite loss, update skipped ({state.bad_steps} in a row)")
-            if state.bad_steps >= tc.max_bad_steps:
-                raise MtError(f"{state.bad_steps} non-finite losses in a row at step {state.step + 1}; lower "
-                              f"train.lr_scale or use train.precision fp32/bf16 (last good checkpoint kept in {out})")
-            continue
-        state.bad_steps = 0
-        state.step += 1
-        window.add(sums, flops)
-        bar.update(1)
-        if state.step % tc.log_every == 0 or state.step == tc.max_steps:
-            _log_train(out, rt, state, lr, window, bar, say, board)
-        evaluated = state.step % tc.eval_every == 0 or state.step == tc.max_steps
-        if evaluated and data.dev is not None:
-            bleu = _evaluate(cfg, rt, model, data, state, say, board)
-            if rt.is_main and bleu > state.best_bleu:
-                state.best_bleu = bleu
-                _save(out / "checkpoint_best.pt", cfg, model, optimizer, scaler, batches, state, data)
-        if state.step % tc.save_every == 0 or state.step == tc.max_steps:
-            _save_step(cfg, rt, model, optimizer, scaler, batches, state, data)
+    while run.state.step < tc.max_steps and stop.signal_name is None:
+        lr = noam_lr(run.state.step + 1, run.cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
+        if _update(run, lr, window):
+            bar.update(1)
+            _log_evaluate_save(run, lr, window, bar)
     bar.close()
     if stop.signal_name is not None:
-        _save_step(cfg, rt, model, optimizer, scaler, batches, state, data, keep_step_file=False)
-        say(f"{stop.signal_name}: saved {out / 'checkpoint_last.pt'} at step {state.step}; "
-            "run the same command again to resume")
+        _save_step(run, keep_step_file=False)
+        run.say(f"{stop.signal_name}: saved {run.out / 'checkpoint_last.pt'} at step {run.state.step}; "
+                "run the same command again to resume")
+
+
+def _update(run: TrainingRun, lr: float, window: Window) -> bool:
+    """One optimizer update at learning rate `lr`, added to `window`; False if a non-finite loss skipped it."""
+    for group in run.learner.optimizer.param_groups:
+        group["lr"] = lr
+    sums, flops, skipped = train_step(run.cfg, run.rt, run.learner, run.prefetcher)
+    state = run.state
+    # The one host read of a step: whether the device skipped the update. It comes after the update is
+    # queued, so the device never waits for the host; the loss sums stay on the device until a log line.
+    if bool(skipped):
+        state.bad_steps += 1
+        state.skipped_updates += 1
+        run.say(f"step {state.step + 1}: non-finite loss, update skipped ({state.bad_steps} in a row)")
+        if state.bad_steps >= run.cfg.train.max_bad_steps:
+            raise MtError(f"{state.bad_steps} non-finite losses in a row at step {state.step + 1}; lower "
+                          f"train.lr_scale or use train.precision fp32/bf16 (last good checkpoint kept in {run.out})")
+        return False
+    state.bad_steps = 0
+    state.step += 1
+    window.add(sums, flops)
+    return True
+
+
+def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> None:
+    """After an update: a log line, a dev evaluation and checkpoints, each when its interval comes round."""
+    tc, step = run.cfg.train, run.state.step
+    if step % tc.log_every == 0 or step == tc.max_steps:
+        _log_train(run, lr, window, bar)
+    evaluated = step % tc.eval_every == 0 or step == tc.max_steps
+    if evaluated and run.data.dev is not None:
+        bleu = _evaluate(run)
+        if run.rt.is_main and bleu > run.state.best_bleu:
+            run.state.best_bleu = bleu
+            save_checkpoint(run.out / "checkpoint_best.pt", _checkpoint(run))
+    if step % tc.save_every == 0 or step == tc.max_steps:
+        _save_step(run)
 
 
 class Window:
@@ -215,24 +266,25 @@ class Window:
         return row
 
 
-def _log_train(out: Path, rt: Runtime, state: TrainState, lr: float, window: Window, bar, say, board) -> None:
-    row = {"step": state.step, "split": "train", **window.row(), "lr": lr, "skipped_updates": state.skipped_updates}
-    if not rt.is_main:
+def _log_train(run: TrainingRun, lr: float, window: Window, bar) -> None:
+    row = {"step": run.state.step, "split": "train", **window.row(), "lr": lr,
+           "skipped_updates": run.state.skipped_updates}
+    if not run.rt.is_main:
         return
-    _append_metrics(out, row, board)
+    _append_metrics(run, row)
     if bar.disable:
-        say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
-            f"{row['tokens_per_s']:.0f} tok/s mfu {row['mfu']:.1%}")
+        run.say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
+                f"{row['tokens_per_s']:.0f} tok/s mfu {row['mfu']:.1%}")
     else:
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_s']:.0f}",
                         mfu=f"{row['mfu']:.1%}")
 
 
-def _append_metrics(out: Path, row: dict, board: TensorBoardLog | None) -> None:
-    with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+def _append_metrics(run: TrainingRun, row: dict) -> None:
+    with open(run.out / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
-    if board is not None:
-        board.add(row)
+    if run.board is not None:
+        run.board.add(row)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -258,9 +310,9 @@ def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> t
     return nll_sum.item() / max(tokens, 1), tokens
 
 
-def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, state: TrainState, say,
-              board: TensorBoardLog | None) -> float:
+def _evaluate(run: TrainingRun) -> float:
     """Dev loss, perplexity and greedy BLEU on rank 0 (the others wait); returns BLEU (-1 on other ranks)."""
+    cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.model
     bleu = -1.0
     if rt.is_main:
         model.eval()
@@ -271,62 +323,56 @@ def _evaluate(cfg: Config, rt: Runtime, model: Transformer, data: PreparedData, 
             hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
         bleu = bleu_score([h[0][0] for h in hyps], data.dev_ref)
         model.train()
-        row = {"step": state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
+        row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
                "bleu": bleu, "eval_s": round(time.perf_counter() - start, 1)}
-        _append_metrics(Path(cfg.output_dir), row, board)
-        say(f"step {state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f} "
-            f"(greedy, {row['eval_s']}s)")
+        _append_metrics(run, row)
+        run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f} "
+                f"(greedy, {row['eval_s']}s)")
     rt.barrier()
     return bleu
 
 
-def _checkpoint(cfg, model, optimizer, scaler, stream, state, data) -> dict:
+def _checkpoint(run: TrainingRun) -> dict:
+    """The run as mt.checkpoint defines a checkpoint: the model part and the resume part."""
+    learner, state, data = run.learner, run.state, run.data
     rng = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
-    return {"config": config_to_dict(cfg), "model": model.state_dict(), "step": state.step,
-            "src_tokenizer": data.src_tokenizer.to_tensor(), "tgt_tokenizer": data.tgt_tokenizer.to_tensor(),
-            "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": rng,
-            "data_state": stream.state(), "best_bleu": state.best_bleu, "bad_steps": state.bad_steps,
-            "skipped_updates": state.skipped_updates}
+    model_part = ModelPart(config=config_to_dict(run.cfg), model=learner.model.state_dict(), step=state.step,
+                           src_tokenizer=data.src_tokenizer.to_tensor(), tgt_tokenizer=data.tgt_tokenizer.to_tensor())
+    resume_part = ResumePart(optimizer=learner.optimizer.state_dict(), scaler=learner.scaler.state_dict(), rng=rng,
+                             data_state=run.prefetcher.state(), best_bleu=state.best_bleu, bad_steps=state.bad_steps,
+                             skipped_updates=state.skipped_updates)
+    return checkpoint_dict(model_part, resume_part)
 
 
-def _save(path: Path, cfg, model, optimizer, scaler, stream, state, data) -> None:
-    save_checkpoint(path, _checkpoint(cfg, model, optimizer, scaler, stream, state, data))
-
-
-def _save_step(cfg, rt, model, optimizer, scaler, stream, state, data, keep_step_file=True) -> None:
+def _save_step(run: TrainingRun, keep_step_file: bool = True) -> None:
     """checkpoint_last.pt, plus checkpoint_<step>.pt keeping the newest `keep_last` of those (rank 0 only)."""
-    if rt.is_main:
-        out = Path(cfg.output_dir)
-        ckpt = _checkpoint(cfg, model, optimizer, scaler, stream, state, data)
-        save_checkpoint(out / "checkpoint_last.pt", ckpt)
-        if keep_step_file and cfg.train.keep_last > 0:
-            save_checkpoint(out / f"checkpoint_{state.step}.pt", ckpt)
-            for old in step_checkpoints(out)[:-cfg.train.keep_last]:
+    if run.rt.is_main:
+        ckpt, keep_last = _checkpoint(run), run.cfg.train.keep_last
+        save_checkpoint(run.out / "checkpoint_last.pt", ckpt)
+        if keep_step_file and keep_last > 0:
+            save_checkpoint(run.out / f"checkpoint_{run.state.step}.pt", ckpt)
+            for old in step_checkpoints(run.out)[:-keep_last]:
                 old.unlink(missing_ok=True)
-    rt.barrier()
+    run.rt.barrier()
 
 
-def _resume(path, cfg, model, optimizer, scaler, stream, state, rt) -> None:
+def _resume(run: TrainingRun, path: Path) -> None:
+    """Continue from the checkpoint at `path`: weights, optimizer, scaler, batch position, counters and (in a
+    single process) the random state."""
     ckpt = load_checkpoint(path)
-    if ckpt.get("separate_qkv"):
-        raise CheckpointError(f"{path}: saved by an older mt (separate Q, K, V projections); it still translates "
-                              "and averages, but its optimizer state cannot resume: pass --restart to start over")
-    _check_compatible(ckpt["config"], cfg, path)
-    model.load_state_dict(ckpt["model"])
-    if not all(group.get("fused") for group in ckpt["optimizer"]["param_groups"]):
-        raise CheckpointError(f"{path}: saved by an older mt (unfused Adam); it still translates and averages, but "
-                              "cannot resume: pass --restart to start over")
-    optimizer.load_state_dict(ckpt["optimizer"])
-    scaler.load_state_dict(ckpt["scaler"])
-    stream.load_state(ckpt["data_state"])
-    state.step, state.best_bleu = ckpt["step"], ckpt["best_bleu"]
-    state.bad_steps, state.skipped_updates = ckpt["bad_steps"], ckpt["skipped_updates"]
-    if rt.world == 1:  # random state is per process; exact resume is promised for single-process runs
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        if "cuda" in ckpt["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+    resume = read_resume_part(ckpt, path)
+    _check_compatible(ckpt["config"], run.cfg, path)
+    run.learner.model.load_state_dict(ckpt["model"])
+    run.learner.optimizer.load_state_dict(resume.optimizer)
+    run.learner.scaler.load_state_dict(resume.scaler)
+    run.prefetcher.load_state(resume.data_state)
+    run.state = TrainState(ckpt["step"], resume.best_bleu, resume.bad_steps, resume.skipped_updates)
+    if run.rt.world == 1:  # random state is per process; exact resume is promised for single-process runs
+        torch.set_rng_state(resume.rng["torch"])
+        if "cuda" in resume.rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(resume.rng["cuda"])
 
 
 def _check_compatible(saved: dict, cfg: Config, path: Path) -> None:

@@ -105,7 +105,7 @@ def main():
     if not args.checkpoint:
         parser.error("--checkpoint is required")
     from mt.export import export_ctranslate2
-    from mt.evaluate import score_corpus
+    from mt.metrics import score_corpus
 
     refs = (ROOT / "data/ddtp-de-en/dev.en").read_text(encoding="utf-8").splitlines()[: args.limit]
     print(f"model: {args.checkpoint}; device {args.device}, {args.threads} threads; batch_tokens {args.batch_tokens}")

@@ -53,3 +53,12 @@ def trained_tiny(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-run")
     run_mt("train", TINY, *tiny_overrides(out, **{"train.max_steps": 60}))
     return out
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The single `error: ...` line a failed command printed on stderr, with no traceback."""
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]

@@ -13,7 +13,7 @@ from mt.batching import collate
 from mt.corpus import encode_corpus
 from mt.decode import translate_ids
 from mt.model import build_model
-from mt.step import label_smoothed_loss
+from mt.recipe import label_smoothed_loss
 from mt.symbols import EOS
 from tests.conftest import ROOT, TINY, read_metrics, run_mt
 

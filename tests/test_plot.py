@@ -19,10 +19,10 @@ from mt.config import Config, ModelConfig, TokenizerConfig, config_to_dict
 from mt.decode import load_translator, translate_ids
 from mt.errors import MtError
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
-from mt.metrics import TensorBoardLog, metric_curves
 from mt.model import build_model, sinusoidal_positions
 from mt.plot import plot_attention, plot_curves, plot_mask, plot_positions
 from mt.plot_data import attention_maps, kept_attention_weights, mask_tables, positions_table
+from mt.run_log import TensorBoardLog, metric_curves
 from mt.symbols import BOS, PAD
 from mt.tokenizer import train_tokenizer
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides

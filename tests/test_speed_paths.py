@@ -1,5 +1,5 @@
-"""The fast paths keep the slow paths' results: vectorised collate, prefetching, device-side skipping,
-FLOP counting, the CUDA-count check under torchrun and `mt bench train`."""
+"""The fast paths keep the slow paths' results: device-side skipping, FLOP counting, the CUDA-count check
+under torchrun and `mt bench train` (vectorised collate and prefetching: tests/test_batching.py)."""
 
 import json
 
@@ -7,72 +7,15 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mt.batching import BatchStream, Prefetcher, collate, pad_sequences, training_batches
 from mt.config import ModelConfig, TrainConfig
-from mt.corpus import encode_corpus
 from mt.errors import ConfigError
 from mt.flops import training_flops
 from mt.masks import padding_mask
 from mt.model import build_model
+from mt.recipe import make_optimizer
 from mt.runtime import setup_runtime
-from mt.symbols import BOS, EOS
-from mt.step import apply_update, make_optimizer
+from mt.update import Learner, apply_update
 from tests.conftest import TINY, run_mt, tiny_overrides
-
-
-class _Identity:
-    def encode(self, lines):
-        return [list(line) for line in lines]
-
-
-def _corpus(n=40, seed=0, dtype=None):
-    g = torch.Generator().manual_seed(seed)
-    src = [torch.randint(4, 60, (int(torch.randint(1, 20, (1,), generator=g)),), generator=g).tolist()
-           for _ in range(n)]
-    tgt = [torch.randint(4, 60, (int(torch.randint(1, 20, (1,), generator=g)),), generator=g).tolist()
-           for _ in range(n)]
-    corpus, _ = encode_corpus(src, tgt, _Identity(), _Identity(), None)
-    if dtype is not None:
-        corpus.src, corpus.tgt = corpus.src.to(dtype), corpus.tgt.to(dtype)
-    return corpus
-
-
-def _collate_one_by_one(corpus, indices):
-    """What collate did before it was vectorised: one torch.cat per sentence, then pad_sequence."""
-    bos, eos = torch.tensor([BOS]), torch.tensor([EOS])
-    pairs = [corpus.pair(i) for i in indices]
-    return (pad_sequences([torch.cat([s.long(), eos]) for s, _ in pairs]),
-            pad_sequences([torch.cat([bos, t.long()]) for _, t in pairs]),
-            pad_sequences([torch.cat([t.long(), eos]) for _, t in pairs]))
-
-
-@pytest.mark.parametrize("dtype", [None, torch.uint16])
-def test_vectorised_collate_equals_the_sentence_loop_and_pads_to_a_multiple(dtype):
-    corpus = _corpus(dtype=dtype)
-    indices = [3, 17, 0, 25, 9]
-    expected = _collate_one_by_one(corpus, indices)
-    exact = collate(corpus, indices)
-    for ours, theirs in zip((exact.src, exact.tgt_in, exact.tgt_out), expected):
-        assert torch.equal(ours, theirs)
-    padded = collate(corpus, indices, pad_to_multiple=8)
-    for ours, theirs in zip((padded.src, padded.tgt_in, padded.tgt_out), expected):
-        assert ours.size(1) % 8 == 0 and ours.size(1) - theirs.size(1) < 8
-        assert torch.equal(ours[:, :theirs.size(1)], theirs) and (ours[:, theirs.size(1):] == 0).all()
-    assert exact.n_tokens == int((exact.tgt_out != 0).sum())
-
-
-def test_prefetcher_hands_out_the_stream_in_order_with_exact_positions():
-    corpus = _corpus(n=60)
-    batches = training_batches(corpus, 64)
-    plain = BatchStream(corpus, batches, seed=2)
-    ahead = Prefetcher(BatchStream(corpus, batches, seed=2), torch.device("cpu"), depth=3)
-    try:
-        for _ in range(len(batches) + 4):  # into the second epoch
-            batch = ahead.next_batch()
-            assert torch.equal(batch.src, plain.next_batch().src)
-            assert ahead.state() == plain.state()
-    finally:
-        ahead.close()
 
 
 def test_a_non_finite_update_is_skipped_on_the_device():
@@ -80,13 +23,13 @@ def test_a_non_finite_update_is_skipped_on_the_device():
     model = torch.nn.Linear(4, 3)
     optimizer = make_optimizer(model, TrainConfig())
     optimizer.param_groups[0]["lr"] = 0.1
-    scaler = torch.amp.GradScaler("cuda", enabled=False)
+    learner = Learner(model, model, optimizer, torch.amp.GradScaler("cuda", enabled=False))
     model(torch.randn(2, 4)).sum().backward()
-    apply_update(TrainConfig(), model, optimizer, scaler, torch.tensor(False))
+    apply_update(TrainConfig(), learner, torch.tensor(False))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     moments = [optimizer.state[p]["exp_avg"].clone() for p in model.parameters()]
     (model(torch.randn(2, 4)).sum() * float("nan")).backward()
-    apply_update(TrainConfig(clip_norm=1.0), model, optimizer, scaler, torch.tensor(True))
+    apply_update(TrainConfig(clip_norm=1.0), learner, torch.tensor(True))
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(torch.equal(m, optimizer.state[p]["exp_avg"]) for m, p in zip(moments, model.parameters()))
     assert all(optimizer.state[p]["step"].item() == 1 for p in model.parameters())

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mt.step import label_smoothed_loss, noam_lr
+from mt.recipe import label_smoothed_loss, noam_lr
 from mt.symbols import PAD
 
 

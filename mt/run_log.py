@@ -1,0 +1,84 @@
+"""The training log: metrics.jsonl read back as curves, and mirrored to TensorBoard when asked for.
+
+metrics.jsonl holds one JSON object per line with "step" and "split" ("train" or "dev"); the other numbers
+(loss, nll, ppl, lr, bleu, ...) depend on the split. See "What training writes" in the README.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from mt.errors import MtError
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """The rows of `run_dir/metrics.jsonl` in file order; a folder without rows is an MtError."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not Path(run_dir).is_dir():
+        raise MtError(f"{run_dir}: no such folder")
+    if not path.is_file():
+        raise MtError(f"{run_dir}: no metrics.jsonl (not a training output_dir, or training has not logged yet)")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise MtError(f"{path}:{number}: not a JSON object ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int) or "split" not in row:
+            raise MtError(f"{path}:{number}: a metrics row needs an integer 'step' and a 'split'")
+        rows.append(row)
+    if not rows:
+        raise MtError(f"{path}: no metrics yet")
+    return rows
+
+
+def metric_curves(run_dir: str | Path) -> dict[str, dict[str, np.ndarray]]:
+    """{split: {"step": (N,), key: (N,), ...}} sorted by step, one point per step.
+
+    A resumed run is one curve: train.py already drops rows after the checkpoint it resumes from, and if a
+    step still appears twice the later row wins. A key missing from a row is NaN there.
+    """
+    latest: dict[str, dict[int, dict]] = {}
+    for row in read_metrics(run_dir):
+        latest.setdefault(row["split"], {})[row["step"]] = row
+    curves = {}
+    for split, by_step in latest.items():
+        steps = sorted(by_step)
+        keys = sorted({k for row in by_step.values() for k, v in row.items()
+                       if k not in ("step", "split") and _is_number(v)})
+        curves[split] = {"step": np.array(steps)}
+        for key in keys:
+            curves[split][key] = np.array([float(by_step[s].get(key, np.nan)) for s in steps])
+    return curves
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class TensorBoardLog:
+    """Writes each metrics row as TensorBoard scalars `split/key` (e.g. `train/loss`, `dev/bleu`) at its step.
+
+    On resume from `step`, events logged after it are hidden (`purge_step`), as metrics.jsonl drops its rows.
+    """
+
+    def __init__(self, folder: str | Path, step: int = 0):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:  # torch raises this when the tensorboard package is missing
+            raise MtError("train.tensorboard needs tensorboard: pip install 'mt[plot]'") from None
+        self.writer = SummaryWriter(log_dir=str(folder), purge_step=step + 1 if step else None)
+
+    def add(self, row: dict) -> None:
+        for key, value in row.items():
+            if key not in ("step", "split") and _is_number(value):
+                self.writer.add_scalar(f"{row['split']}/{key}", value, row["step"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

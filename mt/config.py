@@ -87,7 +87,7 @@ class DecodeConfig:
     alpha: float = 0.6  # GNMT length penalty exponent, section 6.1
     max_len_a: float = 1.0  # maximum output length = a * source length + b
     max_len_b: int = 50
-    batch_tokens: int = 4096
+    batch_tokens: int = 4096  # source tokens per batch (padding counted, beams not); docs/benchmarks.md
 
 
 @dataclass(frozen=True)

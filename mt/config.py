@@ -31,7 +31,8 @@ class DataConfig:
     train_split: str = "train"
     dev_split: str = "validation"
     max_len: int = 256  # subword tokens per side; longer training pairs are skipped and counted
-    pad_to_multiple: int = 8  # batch lengths rounded up to a multiple of this, so shapes repeat
+    pad_to_multiple: int | str = "auto"  # batch lengths rounded up to a multiple of this; auto: 8 on CUDA or
+    # with train.compile (repeating shapes suit tensor cores and compiled graphs), 1 on a CPU (padding is waste)
 
 
 @dataclass(frozen=True)
@@ -243,9 +244,12 @@ def _validate(cfg: Config, source: str) -> None:
                        ("train.save_every", t.save_every), ("train.max_bad_steps", t.max_bad_steps),
                        ("decode.beam_size", d.beam_size), ("decode.batch_tokens", d.batch_tokens),
                        ("tokenizer.max_sentences", k.max_sentences),
-                       ("data.max_len", cfg.data.max_len), ("data.pad_to_multiple", cfg.data.pad_to_multiple)]:
+                       ("data.max_len", cfg.data.max_len)]:
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
+    pad = cfg.data.pad_to_multiple
+    if pad != "auto" and not (isinstance(pad, int) and pad >= 1):
+        fail("data.pad_to_multiple", f"must be auto or a positive integer, got {pad!r}")
     if m.d_model % m.n_heads:
         fail("model.d_model", f"({m.d_model}) must be divisible by model.n_heads ({m.n_heads})")
     if m.d_model % 2:

@@ -84,3 +84,12 @@ def teardown_runtime(rt: Runtime) -> None:
 
 def is_terminal() -> bool:
     return sys.stderr.isatty()
+
+
+def batch_padding(setting: int | str, device: torch.device, compiled: bool) -> int:
+    """`data.pad_to_multiple`: a number as given; auto is 8 on CUDA or with a compiled model (shapes that repeat
+    suit tensor cores and compiled graphs) and 1 on a CPU, where padding only adds work: about 30% of the
+    protocol model's training speed (docs/benchmarks.md)."""
+    if setting != "auto":
+        return int(setting)
+    return 8 if device.type == "cuda" or compiled else 1

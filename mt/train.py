@@ -42,13 +42,13 @@ from mt.corpus import Corpus
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.files import atomic_write_text
-from mt.flops import matmul_peak_flops
+from mt.flops import machine_peak_flops
 from mt.metrics import bleu_score
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.recipe import label_smoothed_loss, noam_lr
 from mt.run_log import TensorBoardLog
-from mt.runtime import Runtime, is_terminal, setup_runtime, teardown_runtime
+from mt.runtime import Runtime, batch_padding, is_terminal, setup_runtime, teardown_runtime
 from mt.update import Learner, make_learner, train_step
 
 
@@ -139,7 +139,8 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
     learner = make_learner(model.to(rt.device), cfg.train, rt)
     plan = training_batches(data.train, cfg.train.batch_tokens)
-    schedule = BatchSchedule(data.train, plan, cfg.train.seed, rt.rank, rt.world, cfg.data.pad_to_multiple)
+    pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
+    schedule = BatchSchedule(data.train, plan, cfg.train.seed, rt.rank, rt.world, pad)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
     run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), say)
     last = run.out / "checkpoint_last.pt"
@@ -159,10 +160,11 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
 
 
 def _describe(run: TrainingRun, plan: BatchPlan) -> str:
-    cfg, rt, pad = run.cfg, run.rt, run.cfg.data.pad_to_multiple
+    cfg, rt = run.cfg, run.rt
+    pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
     return (f"model: {count_parameters(run.learner.model):,} parameters; device {rt.device}"
             f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(plan)} batches per epoch, "
-            f"padding {padding_fraction(run.data.train, plan, pad):.1%}"
+            f"padding {padding_fraction(run.data.train, plan, pad):.1%} (lengths to a multiple of {pad})"
             f"{'; compiling the model' if cfg.train.compile else ''}")
 
 
@@ -188,7 +190,9 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
 
 def _loop(run: TrainingRun, stop: StopRequested) -> None:
     tc, rt = run.cfg.train, run.rt
-    window = Window(rt.device, matmul_peak_flops(rt.device, rt.autocast_dtype or torch.float32))
+    peak, where = machine_peak_flops(rt.device, rt.autocast_dtype or torch.float32)
+    run.say(f"mfu: against a matmul peak of {peak / 1e12:.3f} TFLOP/s ({where})")
+    window = Window(rt.device, peak)
     bar = tqdm(total=tc.max_steps, initial=run.state.step, disable=not (rt.is_main and is_terminal()),
                dynamic_ncols=True, unit="step")
     while run.state.step < tc.max_steps and stop.signal_name is None:
@@ -230,6 +234,7 @@ def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> None
     tc, step = run.cfg.train, run.state.step
     if step % tc.log_every == 0 or step == tc.max_steps:
         _log_train(run, lr, window, bar)
+    start = time.perf_counter()
     evaluated = step % tc.eval_every == 0 or step == tc.max_steps
     if evaluated and run.data.dev is not None:
         bleu = _evaluate(run)
@@ -238,21 +243,28 @@ def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> None
             save_checkpoint(run.out / "checkpoint_best.pt", _checkpoint(run))
     if step % tc.save_every == 0 or step == tc.max_steps:
         _save_step(run)
+    window.exclude(time.perf_counter() - start)  # training speed is the updates' alone
 
 
 class Window:
-    """Sums since the last log line: losses and tokens on the device (read once per line), FLOPs and time."""
+    """Sums since the last log line: losses and tokens on the device (read once per line), FLOPs, updates and
+    the time they took."""
 
     def __init__(self, device: torch.device, peak_flops: float):
         self.device, self.peak_flops = device, peak_flops
         self.reset(time.perf_counter())
 
     def reset(self, now: float) -> None:
-        self.sums, self.flops, self.start = torch.zeros(3, device=self.device), 0.0, now
+        self.sums, self.flops, self.updates, self.start = torch.zeros(3, device=self.device), 0.0, 0, now
 
     def add(self, sums: torch.Tensor, flops: float) -> None:
         self.sums += sums
         self.flops += flops
+        self.updates += 1
+
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` spent on other work (evaluation, checkpoints) out of the window's time."""
+        self.start += seconds
 
     def row(self) -> dict:
         """The metrics of the window (reads the device once), then starts a new window."""
@@ -261,6 +273,7 @@ class Window:
         seconds, tokens = max(now - self.start, 1e-9), max(tokens, 1.0)
         row = {"loss": round(loss / tokens, 4), "nll": round(nll / tokens, 4),
                "ppl": round(math.exp(min(nll / tokens, 50)), 2), "tokens_per_s": round(tokens / seconds, 1),
+               "seconds_per_update": round(seconds / max(self.updates, 1), 4),
                "mfu": round(self.flops / seconds / self.peak_flops, 4)}
         self.reset(now)
         return row

@@ -33,6 +33,8 @@ def test_set_overrides_are_parsed_to_the_field_type():
     ("model.n_heads=5", "model.d_model (64) must be divisible by model.n_heads (5)"),
     ("model.norm=middle", "model.norm must be one of post, pre"),
     ("train.batch_tokens=0", "train.batch_tokens must be at least 1"),
+    ("data.pad_to_multiple=0", "data.pad_to_multiple must be auto or a positive integer, got 0"),
+    ("data.pad_to_multiple=eight", "data.pad_to_multiple must be auto or a positive integer, got 'eight'"),
     ("nonsense", "expected section.key=value"),
 ])
 def test_bad_overrides_name_the_key(override, message):

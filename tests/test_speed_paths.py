@@ -7,13 +7,14 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from mt import flops
 from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
-from mt.flops import training_flops
+from mt.flops import machine_peak_flops, training_flops
 from mt.masks import padding_mask
 from mt.model import build_model
 from mt.recipe import make_optimizer
-from mt.runtime import setup_runtime
+from mt.runtime import batch_padding, setup_runtime
 from mt.update import Learner, apply_update
 from tests.conftest import TINY, run_mt, tiny_overrides
 
@@ -70,3 +71,21 @@ def test_bench_train_prints_both_sides_as_json(tmp_path):
     assert result["tokens_per_s"] > 0 and result["reference_tokens_per_s"] > 0 and 0 < result["mfu"] < 1
     assert result["ratio"] == pytest.approx(result["tokens_per_s"] / result["reference_tokens_per_s"], rel=0.01)
     assert result["device"] == "cpu" and result["compile"] is False
+
+
+def test_batch_padding_auto_pads_where_shapes_pay_and_not_on_a_cpu():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert batch_padding("auto", cpu, compiled=False) == 1
+    assert batch_padding("auto", cpu, compiled=True) == 8
+    assert batch_padding("auto", cuda, compiled=False) == 8
+    assert batch_padding(4, cuda, compiled=False) == 4
+
+
+def test_the_mfu_yardstick_is_measured_once_per_machine_then_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: measured.append(1) or 1e11 * len(measured))
+    first, where = machine_peak_flops(torch.device("cpu"))
+    assert first == 1e11 and "measured now" in where and (tmp_path / "mt" / "matmul_peak.json").exists()
+    again, where = machine_peak_flops(torch.device("cpu"))
+    assert again == 1e11 and len(measured) == 1 and "measured now" not in where  # read, not measured again

@@ -1,9 +1,10 @@
 import math
 
 import pytest
-
+import torch
 
 from mt.checkpoint import load_checkpoint
+from mt.train import Window
 from tests.conftest import TINY, read_metrics, run_mt, tiny_overrides
 
 
@@ -11,7 +12,8 @@ def test_tiny_training_lowers_the_loss_and_writes_everything(trained_tiny):
     rows = read_metrics(trained_tiny)
     assert [r["step"] for r in rows] == [10, 20, 30, 40, 50, 60]
     assert rows[-1]["loss"] < rows[0]["loss"]
-    assert all({"loss", "lr", "tokens_per_s", "mfu"} <= r.keys() and 0 < r["mfu"] < 1 for r in rows)
+    assert all({"loss", "lr", "tokens_per_s", "seconds_per_update", "mfu"} <= r.keys() and 0 < r["mfu"] < 1
+               and r["seconds_per_update"] > 0 for r in rows)
     dev = read_metrics(trained_tiny, "dev")
     assert dev and {"loss", "ppl", "bleu"} <= dev[-1].keys()
     assert dev[-1]["loss"] < math.log(500) - 0.5  # clearly better than a uniform guess over the vocabulary
@@ -69,3 +71,13 @@ def test_table_3_sizes(config, paper):
     d, ff = (512, 2048) if config == "transformer-base" else (1024, 4096)
     assert count == _transformer_parameters(37000, d, ff, 6)
     assert abs(count - paper) / paper < 0.05, f"{count:,} vs the paper's {paper:,.0f}"
+
+
+def test_a_log_window_times_the_updates_alone():
+    window = Window(torch.device("cpu"), peak_flops=1e12)
+    window.start -= 10.0  # ten seconds went by ...
+    window.exclude(9.0)  # ... nine of them evaluating and saving
+    for _ in range(2):
+        window.add(torch.tensor([2.0, 1.0, 100.0]), flops=1e9)
+    row = window.row()
+    assert 0.5 <= row["seconds_per_update"] < 0.6 and 180 < row["tokens_per_s"] <= 200

@@ -16,11 +16,42 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0) -
 
 
 def label_smoothed_loss(logits: torch.Tensor, tgt_out: torch.Tensor, smoothing: float):
-    """logits (B, T, V), tgt_out (B, T) -> (smoothed loss, NLL), each summed over non-PAD tokens (section 5.4)."""
-    flat_logits, flat_target = logits.reshape(-1, logits.size(-1)).float(), tgt_out.reshape(-1)
-    loss = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
-    nll = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD, reduction="sum")
-    return loss, nll
+    """logits (B, T, V), tgt_out (B, T) -> (smoothed loss, NLL), each summed over non-PAD tokens (section 5.4).
+
+    The smoothed loss per token is torch's cross_entropy with label_smoothing: (1 - eps) * -log p(y) +
+    eps / V * sum_v -log p(v). Its gradient is written in one pass (`_SmoothedCrossEntropy`)."""
+    flat_logits, flat_target = logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1)
+    return _SmoothedCrossEntropy.apply(flat_logits, flat_target, smoothing)
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """The label-smoothed cross-entropy and the NLL from one log_softmax, with the gradient with respect to the
+    logits written out: softmax - (1 - eps) * onehot(y) - eps / V (rows of PAD targets: 0).
+
+    On a CPU, torch's cross_entropy spent a tenth of a training step of the protocol model (8k vocabulary) in
+    log_softmax's backward, filling and adding (N, V) gradients of its parts, and the NLL took a second
+    log_softmax; this is one pass each way (docs/benchmarks.md, "Training against fairseq")."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, smoothing: float):
+        log_probs = logits.float().log_softmax(-1)
+        keep = target != PAD
+        nll = -(log_probs.gather(1, target[:, None]).squeeze(1) * keep).sum()
+        uniform = -(log_probs.sum(-1) * keep).sum()
+        loss = (1.0 - smoothing) * nll + smoothing / logits.size(-1) * uniform
+        ctx.save_for_backward(log_probs, target, keep)
+        ctx.smoothing, ctx.dtype = smoothing, logits.dtype
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss: torch.Tensor, grad_nll: torch.Tensor):
+        log_probs, target, keep = ctx.saved_tensors
+        eps, vocab = ctx.smoothing, log_probs.size(-1)
+        grad = log_probs.exp_().mul_(grad_loss + grad_nll).sub_(grad_loss * eps / vocab)  # in place: ours alone
+        on_target = (grad_loss * (1.0 - eps) + grad_nll).expand(target.size(0), 1)
+        grad.scatter_add_(1, target[:, None], -on_target)
+        grad.mul_(keep[:, None])
+        return grad.to(ctx.dtype), None, None
 
 
 def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.Adam:

@@ -10,8 +10,8 @@ with a joint 8,000-piece BPE. `mt prepare` encodes it once; fairseq gets the ver
 pieces of mt's sentencepiece model, so both train on the same tokens.
 
 Each round trains fairseq, then mt (then each `--variant`: mt with extra `--set` values and environment
-variables), each for `--updates` updates from scratch in a fresh process, so that a slow spell of the machine
-hits every side. Printed per run: target tokens per second and seconds per update (means over the log
+variables; then `--baseline DIR`: mt from another checkout), each for `--updates` updates from scratch in a
+fresh process, so that a slow spell of the machine hits every side. Printed per run: target tokens per second and seconds per update (means over the log
 windows after the first, which holds start-up), the label-smoothed training loss at each log window in nats
 (fairseq logs bits: multiplied by ln 2), and the wall time of the process. The last lines give mt's speed over
 fairseq's per round and their median. Without fairseq the mt runs still happen, and the script says how to
@@ -96,11 +96,11 @@ def prepare(work: Path, venv: Path | None, updates: int, warmup: int, log_every:
     return config
 
 
-def run(command: list[str], log: Path, env: dict | None = None) -> float:
+def run(command: list[str], log: Path, env: dict | None = None, cwd: str | None = None) -> float:
     """Run `command` with its output in `log`; its wall time in seconds."""
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as f:
-        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=False)
+        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd or ROOT, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:4])} ... failed (exit {done.returncode}); see {log}")
     return time.perf_counter() - start
@@ -112,9 +112,10 @@ def fairseq_windows(log: Path) -> list[dict]:
     for line in log.read_text(encoding="utf-8").splitlines():
         if "train_inner" not in line:
             continue
-        fields = dict(re.findall(r"(\w+)=([-\d.e+]+)", line))
-        rows.append({"update": int(fields["num_updates"]), "tokens_per_s": float(fields["wps"]),
-                     "seconds_per_update": 1.0 / float(fields["ups"]), "loss": float(fields["loss"]) * math.log(2)})
+        fields = {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.e+]+)", line)}
+        ups = fields["ups"]  # 0 in the first window: fairseq starts its meters there
+        rows.append({"update": int(fields["num_updates"]), "tokens_per_s": fields["wps"],
+                     "seconds_per_update": 1.0 / ups if ups > 0 else math.nan, "loss": fields["loss"] * math.log(2)})
     return rows
 
 
@@ -133,11 +134,12 @@ def train_fairseq(venv: Path, work: Path, args, env: dict, index: int) -> dict:
 
 
 def train_mt(config: Path, work: Path, sets: list[str], extra_env: dict, env: dict, name: str, index: int) -> dict:
+    """`mt train` from this checkout, or from another one where `extra_env` has PYTHONPATH (`--baseline`)."""
     out = work / "mt"
     for old in [*out.glob("checkpoint*.pt"), out / "metrics.jsonl"]:
         old.unlink(missing_ok=True)
     command = [sys.executable, "-m", "mt", "train", str(config)] + [x for s in sets for x in ("--set", s)]
-    wall = run(command, work / f"{_slug(name)}-{index}.log", {**env, **extra_env})
+    wall = run(command, work / f"{_slug(name)}-{index}.log", {**env, **extra_env}, cwd=extra_env.get("PYTHONPATH"))
     return {"wall_s": wall, "windows": mt_windows(out / "metrics.jsonl")}
 
 
@@ -171,6 +173,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--variant", action="append", default=[],
                         help="another mt run per round: 'name: section.key=value ENV=value ...'")
+    parser.add_argument("--baseline", type=Path, help="another mt checkout (e.g. a git worktree of an older "
+                        "commit) trained in turns with the others, at its own defaults")
     parser.add_argument("--work", type=Path, default=ROOT / "runs/bench-train")
     args = parser.parse_args()
     venv = args.fairseq_venv
@@ -185,6 +189,8 @@ def main():
     env.pop("GOMP_SPINCOUNT", None)  # each side's own default, unless a variant sets it
     config = prepare(args.work, Path(venv) if venv else None, args.updates, args.warmup, args.log_every)
     sides = [("mt", [], {})] + [parse_variant(v) for v in args.variant]
+    if args.baseline:
+        sides.append((f"mt at {args.baseline.name}", [], {"PYTHONPATH": str(args.baseline.resolve())}))
     results: dict[str, list[dict]] = {name: [] for name in (["fairseq"] if venv else []) + [s[0] for s in sides]}
     for index in range(1, args.rounds + 1):
         if venv:

@@ -38,9 +38,12 @@ class ResumePart(NamedTuple):
     scaler: dict  # the GradScaler's state_dict
     rng: dict  # {"torch": CPU generator state, "cuda": one state per GPU, where CUDA is available}
     data_state: dict  # the batch schedule's position after the last batch trained on: {"epoch", "position"}
-    best_bleu: float  # the best dev BLEU so far, -1 before the first evaluation
+    best_bleu: float  # the best dev score of train.best_metric so far (BLEU, chrF, or minus the dev loss; the
+    # key keeps its first name), -1 or -inf before the first evaluation
     bad_steps: int  # consecutive non-finite losses
     skipped_updates: int  # updates skipped for a non-finite loss since the run began
+    best_step: int = -1  # the step of that best score (absent before early stopping: -1)
+    evals_since_best: int = 0  # dev evaluations since it, for train.patience
 
 
 MODEL_KEYS = ModelPart._fields
@@ -57,14 +60,14 @@ def read_resume_part(ckpt: dict, path: str | Path) -> ResumePart:
     if ckpt.get("separate_qkv"):
         raise CheckpointError(f"{path}: saved by an older mt (separate Q, K, V projections); it still translates "
                               "and averages, but its optimizer state cannot resume: pass --restart to start over")
-    missing = [key for key in RESUME_KEYS if key not in ckpt]
+    missing = [key for key in RESUME_KEYS if key not in ckpt and key not in ResumePart._field_defaults]
     if missing:
         raise CheckpointError(f"{path}: holds no {', '.join(missing)} (an averaged checkpoint?); it translates but "
                               "cannot resume: pass --restart to start over")
     if not all(group.get("fused") for group in ckpt["optimizer"]["param_groups"]):
         raise CheckpointError(f"{path}: saved by an older mt (unfused Adam); it still translates and averages, but "
                               "cannot resume: pass --restart to start over")
-    return ResumePart(**{key: ckpt[key] for key in RESUME_KEYS})
+    return ResumePart(**{key: ckpt[key] for key in RESUME_KEYS if key in ckpt})
 
 
 def load_tensors(path: str | Path) -> dict:
@@ -108,7 +111,12 @@ def upgrade_state_dict(state: dict) -> dict:
 
 
 def save_checkpoint(path: Path, ckpt: dict) -> None:
-    atomic_save(path, {"format": FORMAT, **ckpt})
+    """Write `ckpt` to `path` completely or not at all; a failure is a one-line CheckpointError with the
+    operating system's reason, and whatever `path` held before is left as it was."""
+    try:
+        atomic_save(path, {"format": FORMAT, **ckpt})
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot write the checkpoint: {e.strerror or e}") from None
 
 
 def average_checkpoints(paths: list[str | Path]) -> dict:
@@ -137,3 +145,18 @@ def step_checkpoints(output_dir: str | Path) -> list[Path]:
     found = [(int(p.stem.split("_")[1]), p) for p in Path(output_dir).glob("checkpoint_*.pt")
              if p.stem.split("_")[1].isdigit()]
     return [p for _, p in sorted(found)]
+
+
+def init_source(path: str | Path, model_cfg: dict, joint: bool) -> dict:
+    """The checkpoint `train.init_from` names, loaded, after checking that this config builds the same model
+    from it: the model settings and tokenizer.joint equal the checkpoint's (a one-line error names those that
+    differ)."""
+    ckpt = load_checkpoint(path)
+    saved = ckpt["config"]
+    differ = [f"model.{key}" for key, value in model_cfg.items() if saved["model"].get(key) != value]
+    if saved["tokenizer"].get("joint") != joint:
+        differ.append("tokenizer.joint")
+    if differ:
+        raise CheckpointError(f"train.init_from {path}: this config's {', '.join(differ)} differ from the "
+                              "checkpoint's; fine-tuning keeps its model")
+    return ckpt

@@ -35,10 +35,12 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full trace
 def prepare(config: Path, set_: SetOption = None):
     """Train the sentencepiece model and encode the corpus into output_dir/data/."""
     from mt.config import load_config
+    from mt.folder_lock import folder_lock
     from mt.prepare import prepare_data
 
     cfg = load_config(config, set_ or [])
-    prepare_data(cfg, log=_warn)
+    with folder_lock(cfg.output_dir, "mt prepare"):
+        prepare_data(cfg, log=_warn)
 
 
 @app.command()

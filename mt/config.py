@@ -75,6 +75,9 @@ class TrainConfig:
     save_every: int = 1000
     keep_last: int = 5
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
+    best_metric: str = "bleu"  # bleu | chrf | loss (dev): what checkpoint_best.pt and patience follow
+    patience: int = 0  # stop after this many dev evaluations without a better best_metric; 0: never
+    init_from: str | None = None  # fine-tuning: a checkpoint whose weights and tokenizers a new run starts from
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
@@ -113,6 +116,7 @@ _CHOICES = {
     ("model", "norm"): ("post", "pre"),
     ("train", "device"): ("auto", "cpu", "cuda"),
     ("train", "precision"): ("fp32", "bf16", "fp16"),
+    ("train", "best_metric"): ("bleu", "chrf", "loss"),
 }
 
 
@@ -150,9 +154,13 @@ def config_to_dict(cfg: Config) -> dict:
 
 def data_identity(cfg: Config) -> dict:
     """The data and tokenizer settings that decide what a run trains on: the prepared cache and a resumed
-    run must agree on these. `data.pad_to_multiple` only widens batch tensors, so it may change."""
+    run must agree on these. `data.pad_to_multiple` only widens batch tensors, so it may change; with
+    `train.init_from`, the tokenizers are that checkpoint's."""
     d = config_to_dict(cfg)
-    return {"data": {k: v for k, v in d["data"].items() if k != "pad_to_multiple"}, "tokenizer": d["tokenizer"]}
+    identity = {"data": {k: v for k, v in d["data"].items() if k != "pad_to_multiple"}, "tokenizer": d["tokenizer"]}
+    if cfg.train.init_from:
+        identity["train"] = {"init_from": cfg.train.init_from}
+    return identity
 
 
 def save_config(cfg: Config, path: Path) -> None:
@@ -265,8 +273,10 @@ def _validate(cfg: Config, source: str) -> None:
     for key, value in [("train.adam_beta1", t.adam_beta1), ("train.adam_beta2", t.adam_beta2)]:
         if not 0.0 <= value < 1.0:
             fail(key, f"must be in [0, 1), got {value}")
-    if t.clip_norm < 0 or t.keep_last < 0:
-        fail("train.clip_norm" if t.clip_norm < 0 else "train.keep_last", "must not be negative")
+    for key, value in [("train.clip_norm", t.clip_norm), ("train.keep_last", t.keep_last),
+                       ("train.patience", t.patience)]:
+        if value < 0:
+            fail(key, f"must not be negative, got {value}")
     if d.alpha < 0 or d.max_len_a < 0 or d.max_len_b < 0:
         fail("decode", "alpha, max_len_a and max_len_b must not be negative")
     if k.vocab_size < 8:

@@ -30,7 +30,8 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from mt.files import atomic_write_text
-from mt.config import Config, data_identity
+from mt.checkpoint import init_source
+from mt.config import Config, config_to_dict, data_identity
 from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
 from mt.data import load_split, split_chunks
 from mt.errors import DataError
@@ -106,7 +107,7 @@ def load_prepared(cfg: Config) -> PreparedData:
 def _build(cfg: Config, folder: Path, log) -> None:
     has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
     dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
-    src_tok, tgt_tok, pairs = _train_tokenizers(cfg, log)
+    src_tok, tgt_tok, pairs = _checkpoint_tokenizers(cfg, log) if cfg.train.init_from else _train_tokenizers(cfg, log)
     (folder / "src.model").write_bytes(src_tok.model_proto)
     if not cfg.tokenizer.joint:
         (folder / "tgt.model").write_bytes(tgt_tok.model_proto)
@@ -173,6 +174,17 @@ class Reservoir:
 
 
 TGT_KEYS = 1 << 48  # joint sample: target lines sort after every source line, as in src_lines + tgt_lines
+
+
+def _checkpoint_tokenizers(cfg: Config, log) -> tuple[Tokenizer, Tokenizer, int]:
+    """Fine-tuning: the tokenizers of the `train.init_from` checkpoint (no new sentencepiece model), and the
+    number of training pairs."""
+    ckpt = init_source(cfg.train.init_from, config_to_dict(cfg)["model"], cfg.tokenizer.joint)
+    pairs = sum(len(src) for src, _ in split_chunks(cfg.data, "train"))
+    if pairs == 0:
+        raise DataError("no training pairs: the training data is empty")
+    log(f"prepare: the tokenizers of {cfg.train.init_from} (train.init_from), for {pairs} pairs")
+    return Tokenizer.from_tensor(ckpt["src_tokenizer"]), Tokenizer.from_tensor(ckpt["tgt_tokenizer"]), pairs
 
 
 def _train_tokenizers(cfg: Config, log) -> tuple[Tokenizer, Tokenizer, int]:

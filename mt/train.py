@@ -5,6 +5,7 @@ A run's objects live in one `TrainingRun`, handed whole to the loop, evaluation,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -32,6 +33,7 @@ from mt.checkpoint import (
     ModelPart,
     ResumePart,
     checkpoint_dict,
+    init_source,
     load_checkpoint,
     read_resume_part,
     save_checkpoint,
@@ -43,7 +45,8 @@ from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.files import atomic_write_text
 from mt.flops import machine_peak_flops
-from mt.metrics import bleu_score
+from mt.folder_lock import folder_lock
+from mt.metrics import bleu_score, score_corpus
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.recipe import label_smoothed_loss, noam_lr
@@ -57,9 +60,11 @@ class TrainState:
     """The loop's counters; a checkpoint saves them (`step` in its model part, the others in its resume part)."""
 
     step: int = 0
-    best_bleu: float = -1.0
+    best_score: float = float("-inf")  # of train.best_metric, higher is better (minus the loss for loss)
     bad_steps: int = 0  # consecutive non-finite losses
     skipped_updates: int = 0
+    best_step: int = -1
+    evals_since_best: int = 0
 
 
 @dataclass
@@ -74,6 +79,7 @@ class TrainingRun:
     state: TrainState
     say: Callable[[str], None]  # a line on stderr on rank 0; nothing on the other ranks
     board: TensorBoardLog | None = None  # with train.tensorboard, on rank 0
+    saved_step: int | None = None  # the step checkpoint_last.pt holds, once this run wrote or resumed it
 
     @property
     def out(self) -> Path:
@@ -116,19 +122,35 @@ def log_line(message: str) -> None:
 def train(cfg: Config, restart: bool = False) -> Path:
     rt = setup_runtime(cfg.train, log=log_line)
     try:
-        return _train(cfg, rt, restart)
+        # One run per output_dir (rank 0 holds it for all the ranks of a torchrun job).
+        with folder_lock(cfg.output_dir, "mt train") if rt.is_main else contextlib.nullcontext():
+            return _train(cfg, rt, restart)
     finally:
         teardown_runtime(rt)
 
 
 def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
     run = _start_run(cfg, rt, restart)
+    start, first_step = time.perf_counter(), run.state.step
     try:
         with StopRequested() as stop:
-            _loop(run, stop)
+            why = _loop(run, stop)
     finally:
         run.close()
+    run.say(_summary(run, why, first_step, time.perf_counter() - start))
     return run.out / "checkpoint_last.pt"
+
+
+def _summary(run: TrainingRun, why: str, first_step: int, seconds: float) -> str:
+    """The run's last line: how it ended, its steps and time, and its best dev score and checkpoint."""
+    state, metric = run.state, run.cfg.train.best_metric
+    minutes, secs = divmod(round(seconds), 60)
+    line = (f"{why}: step {state.step} of {run.cfg.train.max_steps} ({state.step - first_step} in this process, "
+            f"{minutes}m{secs:02d}s)")
+    if state.best_step < 0:
+        return line + "; no dev evaluation yet"
+    best = -state.best_score if metric == "loss" else state.best_score
+    return line + f"; best dev {metric} {best:.2f} at step {state.best_step}: {run.out / 'checkpoint_best.pt'}"
 
 
 def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
@@ -149,8 +171,11 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
         say(f"resuming from {last} at step {run.state.step}")
         if rt.is_main:
             _truncate_metrics(run.out / "metrics.jsonl", run.state.step)
-    elif rt.is_main:
-        _set_aside_previous_run(run.out, say)
+    else:
+        if rt.is_main:
+            _set_aside_previous_run(run.out, say)
+        if cfg.train.init_from:
+            _init_weights(run, cfg.train.init_from)
     if rt.is_main:
         save_config(cfg, run.out / "config.yaml")
     say(_describe(run, plan))
@@ -166,6 +191,14 @@ def _describe(run: TrainingRun, plan: BatchPlan) -> str:
             f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(plan)} batches per epoch, "
             f"padding {padding_fraction(run.data.train, plan, pad):.1%} (lengths to a multiple of {pad})"
             f"{'; compiling the model' if cfg.train.compile else ''}")
+
+
+def _init_weights(run: TrainingRun, path: str) -> None:
+    """Fine-tuning: a new run starts from the weights of the checkpoint at `path`; its optimizer, schedule and
+    step start fresh from this config (its tokenizers came in through `mt prepare`)."""
+    ckpt = init_source(path, config_to_dict(run.cfg)["model"], run.cfg.tokenizer.joint)
+    run.learner.model.load_state_dict(ckpt["model"])
+    run.say(f"fine-tuning: weights of {path} (step {ckpt['step']}); optimizer, schedule and step start fresh")
 
 
 def _set_aside_previous_run(out: Path, say) -> None:
@@ -188,7 +221,8 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
     return data if rt.is_main else load_prepared(cfg)
 
 
-def _loop(run: TrainingRun, stop: StopRequested) -> None:
+def _loop(run: TrainingRun, stop: StopRequested) -> str:
+    """Train until max_steps, a signal or train.patience; returns how it ended."""
     tc, rt = run.cfg.train, run.rt
     peak, where = machine_peak_flops(rt.device, rt.autocast_dtype or torch.float32)
     run.say(f"mfu: against a matmul peak of {peak / 1e12:.3f} TFLOP/s ({where})")
@@ -199,12 +233,18 @@ def _loop(run: TrainingRun, stop: StopRequested) -> None:
         lr = noam_lr(run.state.step + 1, run.cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
         if _update(run, lr, window):
             bar.update(1)
-            _log_evaluate_save(run, lr, window, bar)
+            if _log_evaluate_save(run, lr, window, bar):
+                bar.close()
+                _save_step(run, keep_step_file=False)
+                return (f"stopped early: dev {tc.best_metric} did not improve in {tc.patience} evaluations "
+                        f"(train.patience)")
     bar.close()
     if stop.signal_name is not None:
         _save_step(run, keep_step_file=False)
         run.say(f"{stop.signal_name}: saved {run.out / 'checkpoint_last.pt'} at step {run.state.step}; "
                 "run the same command again to resume")
+        return f"interrupted by {stop.signal_name}"
+    return "finished"
 
 
 def _update(run: TrainingRun, lr: float, window: Window) -> bool:
@@ -229,21 +269,36 @@ def _update(run: TrainingRun, lr: float, window: Window) -> bool:
     return True
 
 
-def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> None:
-    """After an update: a log line, a dev evaluation and checkpoints, each when its interval comes round."""
+def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> bool:
+    """After an update: a log line, a dev evaluation and checkpoints, each when its interval comes round.
+    True when train.patience evaluations in a row did not improve the best score: time to stop."""
     tc, step = run.cfg.train, run.state.step
     if step % tc.log_every == 0 or step == tc.max_steps:
         _log_train(run, lr, window, bar)
     start = time.perf_counter()
-    evaluated = step % tc.eval_every == 0 or step == tc.max_steps
-    if evaluated and run.data.dev is not None:
-        bleu = _evaluate(run)
-        if run.rt.is_main and bleu > run.state.best_bleu:
-            run.state.best_bleu = bleu
-            save_checkpoint(run.out / "checkpoint_best.pt", _checkpoint(run))
+    evaluated = (step % tc.eval_every == 0 or step == tc.max_steps) and run.data.dev is not None
+    if evaluated:
+        _track_best(run, _evaluate(run))
     if step % tc.save_every == 0 or step == tc.max_steps:
         _save_step(run)
     window.exclude(time.perf_counter() - start)  # training speed is the updates' alone
+    if not evaluated or tc.patience == 0:
+        return False
+    # Rank 0 evaluated; every rank must agree to stop (a host read, at evaluations only).
+    out_of_patience = float(tc.patience <= run.state.evals_since_best)
+    return bool(run.rt.sum(torch.tensor([out_of_patience], device=run.rt.device)).item())
+
+
+def _track_best(run: TrainingRun, score: float | None) -> None:
+    """checkpoint_best.pt follows the best dev score; count the evaluations since it (rank 0)."""
+    state = run.state
+    if score is None:
+        return
+    if score > state.best_score:
+        state.best_score, state.best_step, state.evals_since_best = score, state.step, 0
+        _save(run, run.out / "checkpoint_best.pt", _checkpoint(run))
+    else:
+        state.evals_since_best += 1
 
 
 class Window:
@@ -323,10 +378,12 @@ def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> t
     return nll_sum.item() / max(tokens, 1), tokens
 
 
-def _evaluate(run: TrainingRun) -> float:
-    """Dev loss, perplexity and greedy BLEU on rank 0 (the others wait); returns BLEU (-1 on other ranks)."""
+def _evaluate(run: TrainingRun) -> float | None:
+    """Dev loss, perplexity and greedy BLEU (and chrF when it is train.best_metric) on rank 0, the others
+    waiting; returns the score of train.best_metric, higher is better (minus the loss for loss; None on the
+    other ranks)."""
     cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.model
-    bleu = -1.0
+    score = None
     if rt.is_main:
         model.eval()
         start = time.perf_counter()
@@ -334,15 +391,21 @@ def _evaluate(run: TrainingRun) -> float:
         with rt.autocast():
             translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
             hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
-        bleu = bleu_score([h[0][0] for h in hyps], data.dev_ref)
+        texts = [h[0][0] for h in hyps]
+        bleu = bleu_score(texts, data.dev_ref)
         model.train()
         row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
-               "bleu": bleu, "eval_s": round(time.perf_counter() - start, 1)}
+               "bleu": bleu}
+        if cfg.train.best_metric == "chrf":
+            row["chrf"] = round(score_corpus(texts, data.dev_ref, ["chrf"])["chrf"]["score"], 2)
+        row["eval_s"] = round(time.perf_counter() - start, 1)
         _append_metrics(run, row)
-        run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f} "
+        chrf = f" chrF {row['chrf']:.2f}" if "chrf" in row else ""
+        run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f}{chrf} "
                 f"(greedy, {row['eval_s']}s)")
+        score = {"bleu": bleu, "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
     rt.barrier()
-    return bleu
+    return score
 
 
 def _checkpoint(run: TrainingRun) -> dict:
@@ -354,8 +417,9 @@ def _checkpoint(run: TrainingRun) -> dict:
     model_part = ModelPart(config=config_to_dict(run.cfg), model=learner.model.state_dict(), step=state.step,
                            src_tokenizer=data.src_tokenizer.to_tensor(), tgt_tokenizer=data.tgt_tokenizer.to_tensor())
     resume_part = ResumePart(optimizer=learner.optimizer.state_dict(), scaler=learner.scaler.state_dict(), rng=rng,
-                             data_state=run.prefetcher.state(), best_bleu=state.best_bleu, bad_steps=state.bad_steps,
-                             skipped_updates=state.skipped_updates)
+                             data_state=run.prefetcher.state(), best_bleu=state.best_score, bad_steps=state.bad_steps,
+                             skipped_updates=state.skipped_updates, best_step=state.best_step,
+                             evals_since_best=state.evals_since_best)
     return checkpoint_dict(model_part, resume_part)
 
 
@@ -363,12 +427,25 @@ def _save_step(run: TrainingRun, keep_step_file: bool = True) -> None:
     """checkpoint_last.pt, plus checkpoint_<step>.pt keeping the newest `keep_last` of those (rank 0 only)."""
     if run.rt.is_main:
         ckpt, keep_last = _checkpoint(run), run.cfg.train.keep_last
-        save_checkpoint(run.out / "checkpoint_last.pt", ckpt)
+        _save(run, run.out / "checkpoint_last.pt", ckpt)
+        run.saved_step = run.state.step
         if keep_step_file and keep_last > 0:
-            save_checkpoint(run.out / f"checkpoint_{run.state.step}.pt", ckpt)
+            _save(run, run.out / f"checkpoint_{run.state.step}.pt", ckpt)
             for old in step_checkpoints(run.out)[:-keep_last]:
                 old.unlink(missing_ok=True)
     run.rt.barrier()
+
+
+def _save(run: TrainingRun, path: Path, ckpt: dict) -> None:
+    """save_checkpoint; if it cannot write (disk full, quota, permissions), training stops with one line that
+    says which checkpoint is kept."""
+    try:
+        save_checkpoint(path, ckpt)
+    except CheckpointError as e:
+        last = run.out / "checkpoint_last.pt"
+        kept = (f"{last} (step {run.saved_step}) is kept" if run.saved_step is not None and last.exists()
+                else "no checkpoint of this run was saved")
+        raise MtError(f"{e}; training stopped at step {run.state.step}, {kept}") from None
 
 
 def _resume(run: TrainingRun, path: Path) -> None:
@@ -381,7 +458,9 @@ def _resume(run: TrainingRun, path: Path) -> None:
     run.learner.optimizer.load_state_dict(resume.optimizer)
     run.learner.scaler.load_state_dict(resume.scaler)
     run.prefetcher.load_state(resume.data_state)
-    run.state = TrainState(ckpt["step"], resume.best_bleu, resume.bad_steps, resume.skipped_updates)
+    run.state = TrainState(ckpt["step"], resume.best_bleu, resume.bad_steps, resume.skipped_updates,
+                           resume.best_step, resume.evals_since_best)
+    run.saved_step = ckpt["step"]
     if run.rt.world == 1:  # random state is per process; exact resume is promised for single-process runs
         torch.set_rng_state(resume.rng["torch"])
         if "cuda" in resume.rng and torch.cuda.is_available():

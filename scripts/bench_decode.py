@@ -13,7 +13,10 @@ rows, each in a fresh process with `--threads` threads:
   per sentence: source + 50);
 - `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults, and a CTranslate2
   script doing the same work (load, read, tokenize, translate at its best batch from the sweep, detokenize,
-  write), timed from outside, start-up and imports included.
+  write), timed from outside, start-up and imports included;
+- with `--baseline DIR` (another checkout of mt, e.g. a git worktree of an older commit), its mt rows at each
+  `--baseline-batches` value and its whole command, in the same rounds: a before-and-after that a slow spell of
+  the machine cannot fake.
 `seconds` times decoding only (tokenize to detokenize); tokens/s counts the output's target tokens, EOS included
 (the output re-tokenized with the target model, so both engines are counted alike). With `--repeat R` all rows
 run R times in rounds (every row, then every row again), so a slow spell of the machine hits every engine; the
@@ -75,6 +78,8 @@ def run_ct2(directory: str, beam: int, batch: int, lines: list[str], threads: in
 
 def child_main(args) -> None:
     """One row in this (fresh) process: print its decode seconds and outputs as JSON, or write `--output`."""
+    if args.root:  # a baseline checkout's mt
+        sys.path.insert(0, args.root)
     import mt  # noqa: F401, I001  (before torch, as the `mt` command: its OpenMP setting must come first)
     import torch
 
@@ -90,9 +95,9 @@ def child_main(args) -> None:
         print(json.dumps({"seconds": seconds, "texts": texts}))
 
 
-def timed(command: list[str]) -> tuple[float, str]:
+def timed(command: list[str], root: Path = ROOT) -> tuple[float, str]:
     start = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(THREADS[0])}
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": str(THREADS[0])}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr}")
@@ -106,21 +111,26 @@ class Bench:
         self.runs: dict[tuple, list[dict]] = {}
 
     def row(self, engine: str, model: str, beam: int, batch: int) -> dict:
-        a = self.args
-        command = [sys.executable, __file__, "--child", "--engine", engine, "--model", model, "--beam", str(beam),
-                   "--batch", str(batch), "--threads", str(a.threads), "--input", str(SOURCE)]
+        """engine: mt, base (mt from the `--baseline` checkout) or ct2."""
+        a, root = self.args, self.root(engine)
+        command = [sys.executable, __file__, "--child", "--engine", "ct2" if engine == "ct2" else "mt", "--model",
+                   model, "--beam", str(beam), "--batch", str(batch), "--threads", str(a.threads), "--input",
+                   str(SOURCE), "--root", str(root)]
         command += ["--limit", str(a.limit)] if a.limit else []
-        process_s, stdout = timed(command)
+        process_s, stdout = timed(command, root)
         return {**json.loads(stdout), "process_s": process_s}
 
-    def mt_process(self, model: str, beam: int) -> dict:
+    def root(self, engine: str) -> Path:
+        return self.args.baseline.resolve() if engine == "base" else ROOT
+
+    def mt_process(self, model: str, beam: int, engine: str = "mt") -> dict:
         """The `mt translate` command as a user runs it: its defaults, besides the search being compared."""
         out = self.tmp / "mt.out"
         source = self._source_file()
         command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
                    "--device", "cpu", "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
                    "--max-len-b", str(MAX_LEN_B)]
-        process_s, _ = timed(command)
+        process_s, _ = timed(command, self.root(engine))
         return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
     def ct2_process(self, directory: str, beam: int, batch: int) -> dict:
@@ -151,7 +161,10 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1, help="rounds of all rows; the table gives medians")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    for hidden in ("--engine", "--input", "--output"):
+    parser.add_argument("--baseline", type=Path, help="another mt checkout (e.g. a git worktree of an older "
+                        "commit): its mt rows run in turns with the others")
+    parser.add_argument("--baseline-batches", default="4096,16384", help="its decode.batch_tokens values")
+    for hidden in ("--engine", "--input", "--output", "--root"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     parser.add_argument("--beam", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
@@ -169,6 +182,7 @@ def main():
     beams = [int(b) for b in args.beams.split(",")]
     mt_batches = [int(b) for b in args.mt_batches.split(",")]
     ct2_batches = [int(b) for b in args.ct2_batches.split(",")]
+    base_batches = [int(b) for b in args.baseline_batches.split(",")] if args.baseline else []
     refs = read_lines(REFERENCE, args.limit)
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args, Path(tmp))
@@ -179,19 +193,23 @@ def main():
                     print(f"round {round_ + 1}/{args.repeat}: {model} beam {beam}", file=sys.stderr, flush=True)
                     for batch in mt_batches:
                         bench.record((model, beam, "mt", batch), bench.row("mt", model, beam, batch))
+                    for batch in base_batches:
+                        bench.record((model, beam, "base", batch), bench.row("base", model, beam, batch))
                     for batch in ct2_batches:
                         bench.record((model, beam, "ct2", batch), bench.row("ct2", exported[model], beam, batch))
                     best_ct2 = _best_batch(bench.runs, model, beam, "ct2", ct2_batches)
                     bench.record((model, beam, "mt", "process"), bench.mt_process(model, beam))
+                    if args.baseline:
+                        bench.record((model, beam, "base", "process"), bench.mt_process(model, beam, "base"))
                     bench.record((model, beam, "ct2", "process"), bench.ct2_process(exported[model], beam, best_ct2))
-        report(bench, args, beams, mt_batches, ct2_batches, refs, score_corpus)
+        report(bench, args, beams, mt_batches, ct2_batches, base_batches, refs, score_corpus)
 
 
 def _best_batch(runs, model, beam, engine, batches) -> int:
     return min(batches, key=lambda b: statistics.median(r["seconds"] for r in runs[model, beam, engine, b]))
 
 
-def report(bench: Bench, args, beams, mt_batches, ct2_batches, refs, score_corpus) -> None:
+def report(bench: Bench, args, beams, mt_batches, ct2_batches, base_batches, refs, score_corpus) -> None:
     from mt.checkpoint import load_checkpoint
     from mt.tokenizer import Tokenizer
 
@@ -205,7 +223,8 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, refs, score_corpu
         name = Path(model).name
         for beam in beams:
             search = "greedy" if beam == 1 else f"beam {beam}"
-            for engine, batches in (("mt", mt_batches), ("ct2", ct2_batches)):
+            engines = [("mt", mt_batches)] + ([("base", base_batches)] if base_batches else []) + [("ct2", ct2_batches)]
+            for engine, batches in engines:
                 for batch in batches + ["process"]:
                     rs = bench.runs[model, beam, engine, batch]
                     texts = rs[0]["texts"]
@@ -214,7 +233,8 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, refs, score_corpu
                     seconds = statistics.median(r["seconds"] for r in rs) if batch != "process" else None
                     label = ("default (all in one)" if engine == "ct2" and batch == 0 else
                              "whole command" if batch == "process" else str(batch))
-                    print(f"| {name} | {search} | {'mt' if engine == 'mt' else 'CTranslate2'} | {label} | "
+                    engine_name = {"mt": "mt", "ct2": "CTranslate2", "base": f"mt at {args.baseline and args.baseline.name}"}
+                    print(f"| {name} | {search} | {engine_name[engine]} | {label} | "
                           f"{'' if seconds is None else f'{seconds:.2f}'} | "
                           f"{statistics.median(r['process_s'] for r in rs):.2f} | "
                           f"{'' if seconds is None else f'{tokens / seconds:.0f}'} | {bleu:.2f} |")
@@ -229,6 +249,13 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, refs, score_corpu
             summary.append(f"{name} {search}: mt speed / CTranslate2 speed at each one's best batch ({mt_best} / "
                            f"{ct2_best}) = {seconds['ct2'] / seconds['mt']:.2f}x; whole process "
                            f"{process['ct2'] / process['mt']:.2f}x; identical output lines {same}/{len(bench.lines)}")
+            if base_batches:
+                base_best = _best_batch(bench.runs, model, beam, "base", base_batches)
+                base = statistics.median(r["seconds"] for r in bench.runs[model, beam, "base", base_best])
+                base_process = statistics.median(r["process_s"] for r in bench.runs[model, beam, "base", "process"])
+                summary.append(f"{name} {search}: the baseline's speed / CTranslate2's at each one's best batch "
+                               f"({base_best} / {ct2_best}) = {seconds['ct2'] / base:.2f}x; whole process "
+                               f"{process['ct2'] / base_process:.2f}x")
     print("\n".join(summary))
 
 

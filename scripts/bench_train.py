@@ -121,7 +121,7 @@ def fairseq_windows(log: Path) -> list[dict]:
 
 def mt_windows(metrics: Path) -> list[dict]:
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
-    return [{"update": r["step"], "tokens_per_s": r["tokens_per_s"], "seconds_per_update": r["seconds_per_update"],
+    return [{"update": r["step"], "tokens_per_s": r["tokens_per_s"], "seconds_per_update": r.get("seconds_per_update", math.nan),
              "loss": r["loss"]} for r in rows if r.get("split") == "train"]
 
 
@@ -158,7 +158,8 @@ def parse_variant(text: str) -> tuple[str, list[str], dict]:
 def summary(result: dict) -> dict:
     steady = result["windows"][1:] or result["windows"]  # the first window holds start-up
     return {"tokens_per_s": statistics.mean(w["tokens_per_s"] for w in steady),
-            "seconds_per_update": statistics.mean(w["seconds_per_update"] for w in steady),
+            "seconds_per_update": statistics.mean(w["seconds_per_update"] for w in steady),  # nan: an mt that did
+            # not log it (before seconds_per_update was added)
             "losses": [round(w["loss"], 3) for w in result["windows"]], "wall_s": result["wall_s"]}
 
 

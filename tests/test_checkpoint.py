@@ -25,7 +25,8 @@ from tests.conftest import one_error_line, run_mt
 def test_the_keys_are_those_of_every_checkpoint_mt_has_written():
     """The format is fixed: renaming a field of ModelPart or ResumePart would orphan old checkpoints."""
     assert MODEL_KEYS == ("config", "model", "step", "src_tokenizer", "tgt_tokenizer")
-    assert RESUME_KEYS == ("optimizer", "scaler", "rng", "data_state", "best_bleu", "bad_steps", "skipped_updates")
+    assert RESUME_KEYS == ("optimizer", "scaler", "rng", "data_state", "best_bleu", "bad_steps", "skipped_updates",
+                           "best_step", "evals_since_best")
 
 
 def test_training_writes_exactly_the_defined_keys(trained_tiny):
@@ -34,6 +35,13 @@ def test_training_writes_exactly_the_defined_keys(trained_tiny):
         assert list(ckpt) == ["format", *MODEL_KEYS, *RESUME_KEYS], name
         resume = read_resume_part(ckpt, name)
         assert resume.data_state.keys() == {"epoch", "position"} and resume.best_bleu >= 0
+
+
+def test_a_checkpoint_from_before_early_stopping_still_resumes(trained_tiny):
+    ckpt = load_checkpoint(trained_tiny / "checkpoint_last.pt")
+    del ckpt["best_step"], ckpt["evals_since_best"]
+    resume = read_resume_part(ckpt, "old.pt")
+    assert resume.best_step == -1 and resume.evals_since_best == 0
 
 
 def test_average_drops_exactly_the_resume_part(trained_tiny, tmp_path):
@@ -100,7 +108,7 @@ def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch):
         f.write(b"partial bytes")
         raise OSError("disk full")
     monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError, match=r"checkpoint_last.pt: cannot write the checkpoint: disk full$"):
         save_checkpoint(path, {"step": 2, "model": {"w": torch.zeros(3)}})
     assert path.read_bytes() == before
     assert list(tmp_path.iterdir()) == [path], "no temporary file is left behind"

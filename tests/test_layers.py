@@ -8,7 +8,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 # Bottom to top. A module may import modules of its own layer (no cycle) or of the layers below.
 LAYERS = [
-    ["errors", "symbols", "files"],
+    ["errors", "symbols", "files", "folder_lock"],
     ["config", "checkpoint"],
     ["tokenizer", "masks", "runtime", "flops", "metrics", "run_log"],
     ["data", "corpus", "batching", "prepare"],

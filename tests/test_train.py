@@ -1,11 +1,15 @@
 import math
+import resource
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint
 from mt.train import Window
-from tests.conftest import TINY, read_metrics, run_mt, tiny_overrides
+from tests.conftest import DATA, ROOT, TINY, one_error_line, read_metrics, run_mt, tiny_overrides
 
 
 def test_tiny_training_lowers_the_loss_and_writes_everything(trained_tiny):
@@ -81,3 +85,58 @@ def test_a_log_window_times_the_updates_alone():
         window.add(torch.tensor([2.0, 1.0, 100.0]), flops=1e9)
     row = window.row()
     assert 0.5 <= row["seconds_per_update"] < 0.6 and 180 < row["tokens_per_s"] <= 200
+
+
+def test_a_checkpoint_that_cannot_be_written_stops_training_in_one_line(trained_tiny, tmp_path):
+    """A file-size limit (as a full disk or a quota) during a save: one line naming the file, the system's reason
+    and the checkpoint kept; the previous checkpoint still loads and no temporary file is left."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_tiny, run)
+    limit = 200_000  # bytes: enough for metrics.jsonl, not for a checkpoint
+    assert (run / "checkpoint_last.pt").stat().st_size > limit
+    proc = subprocess.run([sys.executable, "-m", "mt", "train", TINY, *tiny_overrides(run, **{"train.max_steps": 70})],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "cannot write the checkpoint: File too large" in last, proc.stderr
+    assert f"training stopped at step 70, {run / 'checkpoint_last.pt'} (step 60) is kept" in last
+    assert load_checkpoint(run / "checkpoint_last.pt")["step"] == 60
+    assert not list(run.glob(".*.tmp"))
+
+
+def test_patience_stops_a_run_whose_dev_score_stopped_improving_and_says_so(tmp_path):
+    """One-token outputs (decode.max_len_* = 0) score BLEU 0 at every evaluation: the first is the best, and
+    two more without improvement stop the run at step 30 of 100, saved as at the end of a run."""
+    proc = run_mt("train", TINY, *tiny_overrides(tmp_path, **{
+        "train.max_steps": 100, "train.eval_every": 10, "train.patience": 2, "decode.max_len_a": 0,
+        "decode.max_len_b": 0}))
+    assert [r["step"] for r in read_metrics(tmp_path, "dev")] == [10, 20, 30]
+    assert "stopped early: dev bleu did not improve in 2 evaluations (train.patience)" in proc.stderr
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert summary.startswith("stopped early") and "step 30 of 100" in summary
+    assert f"best dev bleu 0.00 at step 10: {tmp_path / 'checkpoint_best.pt'}" in summary
+    assert load_checkpoint(tmp_path / "checkpoint_last.pt")["step"] == 30
+    assert load_checkpoint(tmp_path / "checkpoint_best.pt")["step"] == 10
+
+
+def test_fine_tuning_starts_from_a_checkpoints_weights_and_tokenizers(trained_tiny, tmp_path):
+    """train.init_from: a new run on another corpus (the dev set) starts where the trained model's loss was, not
+    at a fresh model's ~ln V, with the checkpoint's tokenizer; a model setting that differs is one line."""
+    base = load_checkpoint(trained_tiny / "checkpoint_last.pt")
+    tuned = tmp_path / "tuned"
+    overrides = {"train.init_from": trained_tiny / "checkpoint_last.pt", "train.max_steps": 10,
+                 "train.log_every": 5, "train.eval_every": 10, "data.train_src": DATA / "dev.de",
+                 "data.train_tgt": DATA / "dev.en"}
+    proc = run_mt("train", TINY, *tiny_overrides(tuned, **overrides))
+    assert "fine-tuning: weights of" in proc.stderr and "training sentencepiece" not in proc.stderr
+    first = read_metrics(tuned)[0]
+    fresh, trained = math.log(500), read_metrics(trained_tiny)[-1]["loss"]  # a new model starts near ln V
+    assert first["step"] == 5 and first["loss"] < trained + 0.5 < fresh
+    tuned_ckpt = load_checkpoint(tuned / "checkpoint_last.pt")
+    assert tuned_ckpt["step"] == 10 and torch.equal(tuned_ckpt["src_tokenizer"], base["src_tokenizer"])
+    resumed = run_mt("train", TINY, *tiny_overrides(tuned, **{**overrides, "train.max_steps": 15}))
+    assert "resuming from" in resumed.stderr and load_checkpoint(tuned / "checkpoint_last.pt")["step"] == 15
+    other = run_mt("train", TINY, *tiny_overrides(tmp_path / "other", **overrides, **{"model.d_ff": 96}),
+                   check=False)
+    assert "differ from the checkpoint's" in one_error_line(other) and "model.d_ff" in one_error_line(other)

@@ -19,5 +19,6 @@ def openmp_spin_count(argv: list[str]) -> str | None:
 
 
 # It applies when mt is imported before torch (the `mt` command); a value the user set wins.
-if "GOMP_SPINCOUNT" not in os.environ and openmp_spin_count(sys.argv) is not None:
-    os.environ["GOMP_SPINCOUNT"] = openmp_spin_count(sys.argv)
+_spin_count = openmp_spin_count(sys.argv)
+if "GOMP_SPINCOUNT" not in os.environ and _spin_count is not None:
+    os.environ["GOMP_SPINCOUNT"] = _spin_count

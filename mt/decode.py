@@ -3,7 +3,8 @@
 Line preparation is written once, here: encoding, cutting sources too long for the model's positions (with a
 warning through `on_truncate`), empty lines (one empty hypothesis, not decoded), the length limit of each
 sentence (a * source length + b), and batches of at most `batch_tokens` source tokens (padding counted, beams
-not, as CTranslate2's `max_batch_size` with `batch_type="tokens"`); the backend only searches a batch. Options travel as one DecodeConfig, whose fields are the only defaults.
+not, as CTranslate2's `max_batch_size` with `batch_type="tokens"`); the backend only searches a batch. Options
+travel as one DecodeConfig, whose fields are the only defaults.
 """
 
 from __future__ import annotations

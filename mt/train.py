@@ -185,8 +185,7 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
 
 
 def _describe(run: TrainingRun, plan: BatchPlan) -> str:
-    cfg, rt = run.cfg, run.rt
-    pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
+    cfg, rt, pad = run.cfg, run.rt, run.prefetcher.schedule.pad_to_multiple
     return (f"model: {count_parameters(run.learner.model):,} parameters; device {rt.device}"
             f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(plan)} batches per epoch, "
             f"padding {padding_fraction(run.data.train, plan, pad):.1%} (lengths to a multiple of {pad})"

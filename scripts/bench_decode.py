@@ -39,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's mt, whichever one is installed
 SOURCE, REFERENCE = ROOT / "data/ddtp-de-en/dev.de", ROOT / "data/ddtp-de-en/dev.en"
 ALPHA, MAX_LEN_B = 0.6, 50
-THREADS = [2]  # --threads, also given to every child as OMP_NUM_THREADS (`mt translate` uses torch's default)
 
 
 def read_lines(path: Path, limit: int | None) -> list[str]:
@@ -95,15 +94,6 @@ def child_main(args) -> None:
         print(json.dumps({"seconds": seconds, "texts": texts}))
 
 
-def timed(command: list[str], root: Path = ROOT) -> tuple[float, str]:
-    start = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": str(THREADS[0])}
-    out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr}")
-    return time.perf_counter() - start, out.stdout
-
-
 class Bench:
     def __init__(self, args, tmp: Path):
         self.args, self.tmp = args, tmp
@@ -117,8 +107,18 @@ class Bench:
                    model, "--beam", str(beam), "--batch", str(batch), "--threads", str(a.threads), "--input",
                    str(SOURCE), "--root", str(root)]
         command += ["--limit", str(a.limit)] if a.limit else []
-        process_s, stdout = timed(command, root)
+        process_s, stdout = self.timed(command, root)
         return {**json.loads(stdout), "process_s": process_s}
+
+    def timed(self, command: list[str], root: Path = ROOT) -> tuple[float, str]:
+        """Run a child with `root`'s mt and --threads threads (`mt translate` uses torch's default, so the
+        thread count travels as OMP_NUM_THREADS); its wall seconds and stdout."""
+        start = time.perf_counter()
+        env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": str(self.args.threads)}
+        out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr}")
+        return time.perf_counter() - start, out.stdout
 
     def root(self, engine: str) -> Path:
         return self.args.baseline.resolve() if engine == "base" else ROOT
@@ -130,7 +130,7 @@ class Bench:
         command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
                    "--device", "cpu", "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
                    "--max-len-b", str(MAX_LEN_B)]
-        process_s, _ = timed(command, self.root(engine))
+        process_s, _ = self.timed(command, self.root(engine))
         return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
     def ct2_process(self, directory: str, beam: int, batch: int) -> dict:
@@ -138,7 +138,7 @@ class Bench:
         command = [sys.executable, __file__, "--child", "--engine", "ct2", "--model", directory, "--beam", str(beam),
                    "--batch", str(batch), "--threads", str(a.threads), "--input", str(self._source_file()),
                    "--output", str(out)]
-        process_s, _ = timed(command)
+        process_s, _ = self.timed(command)
         return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
     def _source_file(self) -> Path:
@@ -175,7 +175,6 @@ def main():
         return
     if not args.model:
         parser.error("give at least one --model")
-    THREADS[0] = args.threads
     from mt.export import export_ctranslate2
     from mt.metrics import score_corpus
 

@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 
 from mt.batching import pad_sequences
-from mt.checkpoint import load_checkpoint
+from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.errors import MtError
 from mt.masks import padding_mask
@@ -72,15 +72,17 @@ class ModelBackend:
                            nbest=nbest, use_cache=self.use_cache)
 
 
-def load_model_translator(path: str | Path, device: str = "auto", quantize: str | None = None) -> Translator:
+def load_model_translator(path: str | Path, device: str = "auto", quantize: str | None = None,
+                          raw_weights: bool = False) -> Translator:
     """A checkpoint's model in eval mode on `device`, with its tokenizers and config, from the file alone.
-    `quantize="int8"` decodes with int8 weights (mt.quantize; CPU only)."""
+    `quantize="int8"` decodes with int8 weights (mt.quantize; CPU only). The weights are the checkpoint's
+    averaged ones when it has them, unless `raw_weights` (`translation_weights`)."""
     ckpt = load_checkpoint(path)
     cfg = config_from_dict(ckpt["config"], source=f"{path} (stored config)")
     src_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"])
     tgt_tok = Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
     model = build_model(cfg.model, len(src_tok), len(tgt_tok), cfg.tokenizer.joint)
-    model.load_state_dict(ckpt["model"])
+    model.load_state_dict(translation_weights(ckpt, raw_weights))
     model.eval()
     target = pick_device(device, option="--device")
     if quantize is not None:

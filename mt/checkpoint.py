@@ -29,6 +29,8 @@ class ModelPart(NamedTuple):
     step: int  # updates done
     src_tokenizer: torch.Tensor  # the SentencePiece model as bytes (Tokenizer.to_tensor)
     tgt_tokenizer: torch.Tensor
+    ema_model: dict | None = None  # with train.ema_decay: the averaged weights (mt/ema.py), which translating,
+    # averaging and exporting use unless asked for the raw ones (`translation_weights`)
 
 
 class ResumePart(NamedTuple):
@@ -51,8 +53,16 @@ RESUME_KEYS = ResumePart._fields
 
 
 def checkpoint_dict(model_part: ModelPart, resume_part: ResumePart | None = None) -> dict:
-    """The dict `save_checkpoint` writes: the model part's keys, then the resume part's if given."""
-    return {**model_part._asdict(), **(resume_part._asdict() if resume_part is not None else {})}
+    """The dict `save_checkpoint` writes: the model part's keys (ema_model only when there is one), then the
+    resume part's if given."""
+    model_keys = {k: v for k, v in model_part._asdict().items() if not (k == "ema_model" and v is None)}
+    return {**model_keys, **(resume_part._asdict() if resume_part is not None else {})}
+
+
+def translation_weights(ckpt: dict, raw: bool = False) -> dict:
+    """The model state a checkpoint translates with: its averaged weights when it has them (train.ema_decay),
+    unless `raw`; otherwise the weights of its last update."""
+    return ckpt["model"] if raw or ckpt.get("ema_model") is None else ckpt["ema_model"]
 
 
 def read_resume_part(ckpt: dict, path: str | Path) -> ResumePart:
@@ -95,7 +105,7 @@ def load_checkpoint(path: str | Path) -> dict:
     ckpt = load_tensors(path)
     if ckpt.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an mt checkpoint")
-    if any(".q_proj." in name for name in ckpt["model"]):
+    if any(".q_proj." in name for name in ckpt["model"]):  # (no such checkpoint holds ema_model)
         ckpt = {**ckpt, "model": upgrade_state_dict(ckpt["model"]), "separate_qkv": True}
     return ckpt
 
@@ -119,15 +129,16 @@ def save_checkpoint(path: Path, ckpt: dict) -> None:
         raise CheckpointError(f"{path}: cannot write the checkpoint: {e.strerror or e}") from None
 
 
-def average_checkpoints(paths: list[str | Path]) -> dict:
+def average_checkpoints(paths: list[str | Path], raw: bool = False) -> dict:
     """The first checkpoint without its resume part, its model parameters replaced by the mean over all `paths`
-    (section 6.1), and "averaged_from" naming `paths`."""
+    (section 6.1) of their `translation_weights`, and "averaged_from" naming `paths`."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
     first = load_checkpoint(paths[0])
+    first["model"] = translation_weights(first, raw)
     total = {k: v.double() if v.is_floating_point() else v for k, v in first["model"].items()}
     for path in paths[1:]:
-        model = load_checkpoint(path)["model"]
+        model = translation_weights(load_checkpoint(path), raw)
         if model.keys() != total.keys() or any(model[k].shape != total[k].shape for k in total):
             raise CheckpointError(f"{path}: model differs in shape from {paths[0]}; cannot average")
         for k, v in model.items():
@@ -135,7 +146,7 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 total[k] += v.double()
     averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
                 for k, v in total.items()}
-    dropped = {*RESUME_KEYS, "format", "separate_qkv"}  # the averaged model is saved in today's layout
+    dropped = {*RESUME_KEYS, "format", "separate_qkv", "ema_model"}  # saved in today's layout, one set of weights
     return {**{k: v for k, v in first.items() if k not in dropped}, "model": averaged,
             "averaged_from": [str(p) for p in paths]}
 

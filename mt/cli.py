@@ -19,6 +19,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Train and run the Transformer of 'Attention Is All You Need'.")
 
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Override a config value: section.key=value")]
+RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's last-update weights, not its "
+                                          "moving average (train.ema_decay).")]
 
 
 def _warn(message: str) -> None:
@@ -68,6 +70,7 @@ def translate(
     scores: Annotated[bool, typer.Option(help="Prefix each 1-best line with its score and a tab.")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     quantize: Annotated[Optional[str], typer.Option(help="int8: int8 weights (mt: CPU only).")] = None,
+    raw_weights: RawWeights = False,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
 
@@ -78,7 +81,7 @@ def translate(
 
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
-    tr = load_translator(checkpoint, device, quantize)
+    tr = load_translator(checkpoint, device, quantize, raw_weights)
     opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
                           max_len_b=max_len_b, batch_tokens=batch_tokens)
     translate_file(tr, input, output, opts, nbest, scores, _warn)
@@ -97,6 +100,7 @@ def evaluate(
     alpha: Annotated[Optional[float], typer.Option(min=0.0)] = None,
     batch_tokens: Annotated[Optional[int], typer.Option(min=1)] = None,
     device: Annotated[str, typer.Option()] = "auto",
+    raw_weights: RawWeights = False,
 ):
     """Score hypotheses against references with sacrebleu (translating --src with -c first if given)."""
     from mt.data import read_lines
@@ -110,8 +114,8 @@ def evaluate(
     else:
         if src is None:
             raise MtError("-c CHECKPOINT needs --src FILE")
-        hyps = _translate_for_evaluation(checkpoint, src, output, device, beam_size=beam_size, alpha=alpha,
-                                         batch_tokens=batch_tokens)
+        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, beam_size=beam_size,
+                                         alpha=alpha, batch_tokens=batch_tokens)
     if len(hyps) != len(refs):
         raise MtError(f"{hyp or src} has {len(hyps)} lines but {ref} has {len(refs)}")
     result = score_corpus(hyps, refs, [m.strip() for m in metrics.split(",") if m.strip()])
@@ -122,14 +126,14 @@ def evaluate(
             print(f"{name}\t{value['score']:.2f}\t{value['signature']}")
 
 
-def _translate_for_evaluation(checkpoint, src, output, device, **overrides) -> list[str]:
+def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, **overrides) -> list[str]:
     import io
 
     from mt.decode import load_translator
     from mt.files import atomic_write_text
     from mt.translate import decode_options, run_translate
 
-    tr = load_translator(checkpoint, device)
+    tr = load_translator(checkpoint, device, raw_weights=raw_weights)
     sink = io.StringIO()
     if not Path(src).is_file():
         raise MtError(f"{src}: no such file")
@@ -145,6 +149,7 @@ def average(
     checkpoints: Annotated[Optional[list[Path]], typer.Argument(help="Checkpoints to average.")] = None,
     output: Annotated[Path, typer.Option("-o", "--output")] = Path("checkpoint_avg.pt"),
     last: Annotated[Optional[int], typer.Option(help="Average the last N step checkpoints of an output_dir.")] = None,
+    raw_weights: RawWeights = False,
 ):
     """Average model parameters (mt average A.pt B.pt -o OUT, or mt average --last 5 OUTPUT_DIR -o OUT)."""
     from mt.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
@@ -157,7 +162,7 @@ def average(
         if len(found) < last:
             raise MtError(f"{paths[0]}: asked for the last {last} checkpoints, found {len(found)}")
         paths = found[-last:]
-    averaged = average_checkpoints(paths)
+    averaged = average_checkpoints(paths, raw_weights)
     save_checkpoint(output, averaged)
     _warn(f"averaged {len(paths)} checkpoints into {output}")
 
@@ -198,13 +203,14 @@ def export(
     quantization: Annotated[Optional[str], typer.Option(
         help="int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 (default: float32).")] = None,
     force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
+    raw_weights: RawWeights = False,
 ):
     """Write a CTranslate2 model directory (with the sentencepiece models) that `mt translate -c DIR` reads."""
     from mt.export import export_ctranslate2
 
     if format != "ctranslate2":
         raise MtError(f"--format: only ctranslate2 is supported, got '{format}'")
-    _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force)}")
+    _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force, raw_weights)}")
 
 
 @app.command()

@@ -78,6 +78,7 @@ class TrainConfig:
     best_metric: str = "bleu"  # bleu | chrf | loss (dev): what checkpoint_best.pt and patience follow
     patience: int = 0  # stop after this many dev evaluations without a better best_metric; 0: never
     init_from: str | None = None  # fine-tuning: a checkpoint whose weights and tokenizers a new run starts from
+    ema_decay: float = 0.0  # an exponential moving average of the weights (mt/ema.py), e.g. 0.999; 0: off
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
@@ -264,7 +265,7 @@ def _validate(cfg: Config, source: str) -> None:
         fail("model.d_model", f"must be even for sinusoidal positions, got {m.d_model}")
     for key, value in [("model.dropout", m.dropout), ("model.attention_dropout", m.attention_dropout),
                        ("model.activation_dropout", m.activation_dropout),
-                       ("train.label_smoothing", t.label_smoothing)]:
+                       ("train.label_smoothing", t.label_smoothing), ("train.ema_decay", t.ema_decay)]:
         if not 0.0 <= value < 1.0:
             fail(key, f"must be in [0, 1), got {value}")
     for key, value in [("train.lr_scale", t.lr_scale), ("train.adam_eps", t.adam_eps)]:

@@ -17,17 +17,22 @@ import torch
 from mt.backend import Backend, Translator, load_model_translator
 from mt.batching import token_batches
 from mt.config import DecodeConfig
+from mt.errors import MtError
 from mt.ct2_backend import load_ct2_translator
 from mt.search import Hypothesis, max_output_lengths
 
 
 
-def load_translator(path: str | Path, device: str = "auto", quantize: str | None = None) -> Translator:
+def load_translator(path: str | Path, device: str = "auto", quantize: str | None = None,
+                    raw_weights: bool = False) -> Translator:
     """A checkpoint file (mt's model), or a directory written by `mt export` (CTranslate2), as a Translator.
-    `quantize="int8"` decodes with int8 weights: mt's dynamic quantization (CPU only), or CTranslate2's."""
+    `quantize="int8"` decodes with int8 weights: mt's dynamic quantization (CPU only), or CTranslate2's.
+    `raw_weights`: a checkpoint's last-update weights, not its averaged ones (an export holds one set)."""
     if Path(path).is_dir():
+        if raw_weights:
+            raise MtError(f"{path}: --raw-weights needs a checkpoint; an exported directory holds one set of weights")
         return load_ct2_translator(path, device, quantize)
-    return load_model_translator(path, device, quantize)
+    return load_model_translator(path, device, quantize, raw_weights)
 
 
 def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig, *, nbest: int = 1,

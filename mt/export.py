@@ -90,16 +90,17 @@ def transformer_spec(model: Transformer):
 
 
 def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantization: str | None = None,
-                       force: bool = False) -> Path:
+                       force: bool = False, raw_weights: bool = False) -> Path:
     """Write the CTranslate2 model directory `output_dir`: built in a temporary directory beside it, then
-    renamed, so it is complete or absent. `quantization` is one of QUANTIZATIONS (None keeps float32)."""
+    renamed, so it is complete or absent. `quantization` is one of QUANTIZATIONS (None keeps float32). The
+    weights are the checkpoint's averaged ones when it has them, unless `raw_weights`."""
     import_ctranslate2()
     output_dir = Path(output_dir)
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise MtError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got '{quantization}'")
     if output_dir.exists() and not force:
         raise MtError(f"{output_dir} exists; remove it or pass --force")
-    tr = load_model_translator(checkpoint, "cpu")
+    tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     spec = transformer_spec(tr.backend.model)
     spec.register_source_vocabulary(_pieces(tr.src_tokenizer))
     spec.register_target_vocabulary(_pieces(tr.tgt_tokenizer))

@@ -38,6 +38,7 @@ from mt.checkpoint import (
     read_resume_part,
     save_checkpoint,
     step_checkpoints,
+    translation_weights,
 )
 from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.corpus import Corpus
@@ -196,8 +197,13 @@ def _init_weights(run: TrainingRun, path: str) -> None:
     """Fine-tuning: a new run starts from the weights of the checkpoint at `path`; its optimizer, schedule and
     step start fresh from this config (its tokenizers came in through `mt prepare`)."""
     ckpt = init_source(path, config_to_dict(run.cfg)["model"], run.cfg.tokenizer.joint)
-    run.learner.model.load_state_dict(ckpt["model"])
-    run.say(f"fine-tuning: weights of {path} (step {ckpt['step']}); optimizer, schedule and step start fresh")
+    weights = translation_weights(ckpt)
+    run.learner.model.load_state_dict(weights)
+    if run.learner.ema is not None:
+        run.learner.ema.load_state_dict(weights)
+    averaged = " (its moving average)" if weights is not ckpt["model"] else ""
+    run.say(f"fine-tuning: weights{averaged} of {path} (step {ckpt['step']}); optimizer, schedule and step "
+            "start fresh")
 
 
 def _set_aside_previous_run(out: Path, say) -> None:
@@ -264,6 +270,8 @@ def _update(run: TrainingRun, lr: float, window: Window) -> bool:
         return False
     state.bad_steps = 0
     state.step += 1
+    if run.learner.ema is not None:
+        run.learner.ema.update(state.step)
     window.add(sums, flops)
     return True
 
@@ -381,7 +389,7 @@ def _evaluate(run: TrainingRun) -> float | None:
     """Dev loss, perplexity and greedy BLEU (and chrF when it is train.best_metric) on rank 0, the others
     waiting; returns the score of train.best_metric, higher is better (minus the loss for loss; None on the
     other ranks)."""
-    cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.model
+    cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.eval_model
     score = None
     if rt.is_main:
         model.eval()
@@ -392,7 +400,7 @@ def _evaluate(run: TrainingRun) -> float | None:
             hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
         texts = [h[0][0] for h in hyps]
         bleu = bleu_score(texts, data.dev_ref)
-        model.train()
+        run.learner.model.train()
         row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
                "bleu": bleu}
         if cfg.train.best_metric == "chrf":
@@ -400,8 +408,9 @@ def _evaluate(run: TrainingRun) -> float | None:
         row["eval_s"] = round(time.perf_counter() - start, 1)
         _append_metrics(run, row)
         chrf = f" chrF {row['chrf']:.2f}" if "chrf" in row else ""
+        weights = ", moving average" if run.learner.ema is not None else ""
         run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f}{chrf} "
-                f"(greedy, {row['eval_s']}s)")
+                f"(greedy{weights}, {row['eval_s']}s)")
         score = {"bleu": bleu, "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
     rt.barrier()
     return score
@@ -414,7 +423,8 @@ def _checkpoint(run: TrainingRun) -> dict:
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     model_part = ModelPart(config=config_to_dict(run.cfg), model=learner.model.state_dict(), step=state.step,
-                           src_tokenizer=data.src_tokenizer.to_tensor(), tgt_tokenizer=data.tgt_tokenizer.to_tensor())
+                           src_tokenizer=data.src_tokenizer.to_tensor(), tgt_tokenizer=data.tgt_tokenizer.to_tensor(),
+                           ema_model=learner.ema.state_dict() if learner.ema is not None else None)
     resume_part = ResumePart(optimizer=learner.optimizer.state_dict(), scaler=learner.scaler.state_dict(), rng=rng,
                              data_state=run.prefetcher.state(), best_bleu=state.best_score, bad_steps=state.bad_steps,
                              skipped_updates=state.skipped_updates, best_step=state.best_step,
@@ -454,6 +464,8 @@ def _resume(run: TrainingRun, path: Path) -> None:
     resume = read_resume_part(ckpt, path)
     _check_compatible(ckpt["config"], run.cfg, path)
     run.learner.model.load_state_dict(ckpt["model"])
+    if run.learner.ema is not None:  # a run that turns train.ema_decay on starts its average at these weights
+        run.learner.ema.load_state_dict(ckpt.get("ema_model") or ckpt["model"])
     run.learner.optimizer.load_state_dict(resume.optimizer)
     run.learner.scaler.load_state_dict(resume.scaler)
     run.prefetcher.load_state(resume.data_state)

@@ -11,6 +11,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mt.batching import BatchPrefetcher
 from mt.config import Config, TrainConfig
+from mt.ema import WeightAverage
 from mt.flops import training_flops
 from mt.model import Transformer
 from mt.recipe import label_smoothed_loss, make_optimizer
@@ -25,11 +26,18 @@ class Learner:
     step_model: torch.nn.Module  # what the loop calls: `model` wrapped in DDP and/or compiled, or `model` itself
     optimizer: torch.optim.Adam
     scaler: torch.amp.GradScaler  # enabled under fp16 only
+    ema: WeightAverage | None = None  # with train.ema_decay: the moving average of `model`'s weights
+
+    @property
+    def eval_model(self) -> Transformer:
+        """What dev evaluation (and so checkpoint_best.pt) scores: the moving average when there is one."""
+        return self.ema.model if self.ema is not None else self.model
 
 
 def make_learner(model: Transformer, tc: TrainConfig, rt: Runtime) -> Learner:
     scaler = torch.amp.GradScaler("cuda", enabled=rt.autocast_dtype == torch.float16)
-    return Learner(model, training_model(model, tc, rt), make_optimizer(model, tc), scaler)
+    ema = WeightAverage(model, tc.ema_decay) if tc.ema_decay > 0 else None
+    return Learner(model, training_model(model, tc, rt), make_optimizer(model, tc), scaler, ema)
 
 
 def training_model(model: torch.nn.Module, tc: TrainConfig, rt: Runtime) -> torch.nn.Module:

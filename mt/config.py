@@ -19,7 +19,18 @@ from mt.files import atomic_write_text
 
 
 @dataclass(frozen=True)
+class CorpusConfig:
+    """One entry of `data.train`: a pair of line-aligned text files."""
+
+    src: str
+    tgt: str
+    weight: float = 1.0  # this corpus' share of the training batches, relative to the others' weights
+    tag: str | None = None  # a token put before every source sentence of this corpus, e.g. <BT> (Caswell et al.)
+
+
+@dataclass(frozen=True)
 class DataConfig:
+    train: tuple[CorpusConfig, ...] = ()  # several training corpora (mt/mixing.py), instead of train_src/train_tgt
     train_src: str | None = None  # line-aligned text files ...
     train_tgt: str | None = None
     dev_src: str | None = None
@@ -150,7 +161,16 @@ def config_from_dict(raw: dict, source: str = "config") -> Config:
 
 
 def config_to_dict(cfg: Config) -> dict:
-    return dataclasses.asdict(cfg)
+    """Nested plain values (lists, not tuples), as YAML, JSON and checkpoints store them."""
+    return _plain(dataclasses.asdict(cfg))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def data_identity(cfg: Config) -> dict:
@@ -209,13 +229,28 @@ def _apply_override(raw: dict, item: str) -> None:
 
 def _build_section(cls, section: str, values: dict, source: str):
     hints = typing.get_type_hints(cls)
-    known = [f.name for f in dataclasses.fields(cls)]
+    fields = dataclasses.fields(cls)
+    known = [f.name for f in fields]
     kwargs = {}
     for name, value in values.items():
         if name not in known:
             raise ConfigError(f"{source}: unknown key '{section}.{name}' (allowed: {', '.join(known)})")
-        kwargs[name] = _coerce(value, hints[name], f"{section}.{name}", source)
+        if typing.get_origin(hints[name]) is tuple:  # a list of mappings, e.g. data.train
+            kwargs[name] = _build_list(typing.get_args(hints[name])[0], f"{section}.{name}", value, source)
+        else:
+            kwargs[name] = _coerce(value, hints[name], f"{section}.{name}", source)
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [name for name in required if name not in kwargs]
+    if missing:
+        raise ConfigError(f"{source}: {section} needs {' and '.join(missing)}")
     return cls(**kwargs)
+
+
+def _build_list(cls, key: str, value, source: str) -> tuple:
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ConfigError(f"{source}: {key} must be a list of mappings with keys "
+                          f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+    return tuple(_build_section(cls, f"{key}[{i}]", item, source) for i, item in enumerate(value))
 
 
 def _coerce(value, annotation, key: str, source: str):
@@ -256,6 +291,7 @@ def _validate(cfg: Config, source: str) -> None:
                        ("data.max_len", cfg.data.max_len)]:
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
+    _validate_corpora(cfg.data, fail)
     pad = cfg.data.pad_to_multiple
     if pad != "auto" and not (isinstance(pad, int) and pad >= 1):
         fail("data.pad_to_multiple", f"must be auto or a positive integer, got {pad!r}")
@@ -284,3 +320,13 @@ def _validate(cfg: Config, source: str) -> None:
         fail("tokenizer.vocab_size", f"must be at least 8, got {k.vocab_size}")
     if not 0.0 < k.character_coverage <= 1.0:
         fail("tokenizer.character_coverage", f"must be in (0, 1], got {k.character_coverage}")
+
+
+def _validate_corpora(data: DataConfig, fail) -> None:
+    if data.train and (data.train_src or data.train_tgt or data.dataset):
+        fail("data.train", "lists the training corpora: leave data.train_src, data.train_tgt and data.dataset unset")
+    for i, corpus in enumerate(data.train):
+        if corpus.weight <= 0:
+            fail(f"data.train[{i}].weight", f"must be positive, got {corpus.weight}")
+        if corpus.tag is not None and (not corpus.tag or any(c.isspace() for c in corpus.tag)):
+            fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")

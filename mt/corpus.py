@@ -47,6 +47,10 @@ class Corpus:
         """Per pair, the length of its longer side including BOS/EOS: what it adds to a padded batch."""
         return torch.maximum(self.src_lengths(), self.tgt_lengths()) + 1
 
+    def part(self, start: int, stop: int) -> Corpus:
+        """Pairs start..stop-1 as a corpus of their own, sharing this one's token arrays (no copy)."""
+        return Corpus(self.src, self.src_offsets[start:stop + 1], self.tgt, self.tgt_offsets[start:stop + 1])
+
     def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         return (self.src[self.src_offsets[i]:self.src_offsets[i + 1]],
                 self.tgt[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])

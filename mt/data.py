@@ -7,9 +7,10 @@ Text is read in chunks of `CHUNK_LINES` pairs, so a corpus of any size streams t
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-
 
 from mt.config import DataConfig
 from mt.errors import DataError
@@ -97,7 +98,25 @@ def split_chunks(cfg: DataConfig, split: str) -> Chunks:
         return parallel_chunks(src_path, tgt_path)
     if cfg.dataset:
         return _dataset_chunks(cfg, cfg.train_split if split == "train" else cfg.dev_split)
-    raise DataError(f"no {split} data: set data.{split}_src and data.{split}_tgt, or data.dataset")
+    also = " or data.train" if split == "train" else ""
+    raise DataError(f"no {split} data: set data.{split}_src and data.{split}_tgt, or data.dataset{also}")
+
+
+@dataclass(frozen=True)
+class TrainingCorpus:
+    """One training corpus, as `mt prepare` reads it."""
+
+    name: str  # how the log names it: its source file, or the dataset
+    weight: float  # its share of the batches, relative to the other corpora's (mt/mixing.py)
+    tag: str | None  # a token put before each of its source sentences
+    chunks: Callable[[], Chunks]  # a fresh reading of its (source lines, target lines)
+
+
+def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
+    """The entries of data.train, or the one corpus of data.train_src/train_tgt or data.dataset."""
+    if cfg.train:
+        return [TrainingCorpus(c.src, c.weight, c.tag, partial(parallel_chunks, c.src, c.tgt)) for c in cfg.train]
+    return [TrainingCorpus(cfg.train_src or cfg.dataset or "train", 1.0, None, partial(split_chunks, cfg, "train"))]
 
 
 def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:

@@ -33,7 +33,7 @@ from mt.files import atomic_write_text
 from mt.checkpoint import init_source
 from mt.config import Config, config_to_dict, data_identity
 from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
-from mt.data import load_split, split_chunks
+from mt.data import TrainingCorpus, load_split, training_corpora
 from mt.errors import DataError
 from mt.tokenizer import Tokenizer, train_tokenizer
 
@@ -50,6 +50,7 @@ class PreparedData:
     dev_src: list[str]  # raw dev text, for BLEU
     dev_ref: list[str]
     stats: dict
+    train_parts: list[Corpus]  # the training corpora of data.train, in order, as parts of `train` (one: `train`)
 
 
 def data_dir(cfg: Config) -> Path:
@@ -100,28 +101,40 @@ def load_prepared(cfg: Config) -> PreparedData:
     tgt_tok = src_tok if cfg.tokenizer.joint else Tokenizer((folder / "tgt.model").read_bytes())
     dev_text = json.loads((folder / "dev.json").read_text(encoding="utf-8"))
     dev = map_corpus(folder, "dev", meta["dev"]) if meta["dev"] else None
-    return PreparedData(src_tok, tgt_tok, map_corpus(folder, "train", meta["train"]), dev, dev_text["src"],
-                        dev_text["ref"], meta["stats"])
+    train = map_corpus(folder, "train", meta["train"])
+    bounds = np.cumsum([0, *meta["train"].get("parts", [len(train)])]).tolist()
+    parts = [train.part(start, stop) for start, stop in zip(bounds, bounds[1:])]
+    return PreparedData(src_tok, tgt_tok, train, dev, dev_text["src"], dev_text["ref"], meta["stats"], parts)
 
 
 def _build(cfg: Config, folder: Path, log) -> None:
     has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
     dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
-    src_tok, tgt_tok, pairs = _checkpoint_tokenizers(cfg, log) if cfg.train.init_from else _train_tokenizers(cfg, log)
+    corpora = training_corpora(cfg.data)
+    src_tok, tgt_tok, pairs = _checkpoint_tokenizers(cfg, corpora, log) if cfg.train.init_from else \
+        _train_tokenizers(cfg, corpora, log)
     (folder / "src.model").write_bytes(src_tok.model_proto)
     if not cfg.tokenizer.joint:
         (folder / "tgt.model").write_bytes(tgt_tok.model_proto)
-    counts = {"empty": 0, "too_long": 0}
+    counts, parts = {"empty": 0, "too_long": 0}, []
     with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \
             _Progress("encoded", pairs, log) as progress:
-        for src, tgt in split_chunks(cfg.data, "train"):
-            for key, n in writer.add(src_tok.encode(src), tgt_tok.encode(tgt), cfg.data.max_len).items():
-                counts[key] += n
-            progress.update(len(src))
-        train_meta = writer.close()
+        for i, corpus in enumerate(corpora):
+            tag = _tag_id(src_tok, corpus.tag, i)
+            before = writer.pairs
+            for src, tgt in corpus.chunks():
+                src_ids = src_tok.encode(src) if tag is None else [[tag, *s] if s else s for s in src_tok.encode(src)]
+                for key, n in writer.add(src_ids, tgt_tok.encode(tgt), cfg.data.max_len).items():
+                    counts[key] += n
+                progress.update(len(src))
+            parts.append(writer.pairs - before)
+        train_meta = {**writer.close(), "parts": parts}
     if train_meta["pairs"] == 0:
         raise DataError(f"no usable training pairs: {counts['empty']} empty, {counts['too_long']} over "
                         f"data.max_len={cfg.data.max_len}")
+    for i, (corpus, kept) in enumerate(zip(corpora, parts)):
+        if kept == 0:
+            raise DataError(f"data.train[{i}] {corpus.name}: no usable training pairs")
     dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None)[0]) \
         if has_dev else None
     (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref}, ensure_ascii=False),
@@ -133,6 +146,17 @@ def _build(cfg: Config, folder: Path, log) -> None:
                                                     "stats": stats}, indent=1))
     log(f"prepare: kept {train_meta['pairs']} of {pairs} pairs (skipped {counts['empty']} with an empty side, "
         f"{counts['too_long']} over {cfg.data.max_len} tokens); vocab {len(src_tok)}")
+
+
+def _tag_id(tok: Tokenizer, tag: str | None, i: int) -> int | None:
+    """The token id of data.train[i].tag (None without a tag); the tokenizer must hold it as one piece."""
+    if tag is None:
+        return None
+    piece = tok.piece_id(tag)
+    if piece is None:
+        raise DataError(f"data.train[{i}].tag {tag!r} is not a piece of the tokenizer (train.init_from's "
+                        "checkpoint was trained without it)")
+    return piece
 
 
 # ---------------------------------------------------------------- the tokenizer's sample
@@ -176,25 +200,29 @@ class Reservoir:
 TGT_KEYS = 1 << 48  # joint sample: target lines sort after every source line, as in src_lines + tgt_lines
 
 
-def _checkpoint_tokenizers(cfg: Config, log) -> tuple[Tokenizer, Tokenizer, int]:
+def _checkpoint_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[Tokenizer, Tokenizer, int]:
     """Fine-tuning: the tokenizers of the `train.init_from` checkpoint (no new sentencepiece model), and the
     number of training pairs."""
     ckpt = init_source(cfg.train.init_from, config_to_dict(cfg)["model"], cfg.tokenizer.joint)
-    pairs = sum(len(src) for src, _ in split_chunks(cfg.data, "train"))
+    src_tok, tgt_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"]), Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
+    for i, corpus in enumerate(corpora):
+        _tag_id(src_tok, corpus.tag, i)  # before reading the corpora: a missing tag fails at once
+    pairs = sum(len(src) for corpus in corpora for src, _ in corpus.chunks())
     if pairs == 0:
         raise DataError("no training pairs: the training data is empty")
     log(f"prepare: the tokenizers of {cfg.train.init_from} (train.init_from), for {pairs} pairs")
-    return Tokenizer.from_tensor(ckpt["src_tokenizer"]), Tokenizer.from_tensor(ckpt["tgt_tokenizer"]), pairs
+    return src_tok, tgt_tok, pairs
 
 
-def _train_tokenizers(cfg: Config, log) -> tuple[Tokenizer, Tokenizer, int]:
-    """One pass over the training text: count the pairs, sample the lines and train sentencepiece on them."""
+def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[Tokenizer, Tokenizer, int]:
+    """One pass over the training text: count the pairs, sample the lines and train sentencepiece on them (the
+    corpora's tags become pieces of the source side's model)."""
     tc, seed = cfg.tokenizer, cfg.train.seed
     reservoirs = [Reservoir(tc.max_sentences, seed)] if tc.joint else \
         [Reservoir(tc.max_sentences, seed), Reservoir(tc.max_sentences, seed + 1)]
     pairs = 0
     with _Progress("read", None, log) as progress:
-        for src, tgt in split_chunks(cfg.data, "train"):
+        for src, tgt in (chunk for corpus in corpora for chunk in corpus.chunks()):
             reservoirs[0].add(src, pairs)
             reservoirs[-1].add(tgt, pairs + TGT_KEYS)
             pairs += len(src)
@@ -206,7 +234,8 @@ def _train_tokenizers(cfg: Config, log) -> tuple[Tokenizer, Tokenizer, int]:
         f"{'joint' if tc.joint else 'separate'}) on {pairs} pairs"
         + (f" ({lines} lines sampled)" if any(r.seen > r.size for r in reservoirs) else ""))
     spm.set_random_generator_seed(seed)
-    tokenizers = [train_tokenizer(r.lines(), tc) for r in reservoirs]
+    tags = list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag))
+    tokenizers = [train_tokenizer(r.lines(), tc, tags if i == 0 else ()) for i, r in enumerate(reservoirs)]
     return tokenizers[0], tokenizers[-1], pairs
 
 

@@ -26,6 +26,11 @@ class Tokenizer:
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
         return self.sp.encode(list(lines), out_type=int)
 
+    def piece_id(self, piece: str) -> int | None:
+        """The id of a piece of the vocabulary, None if it has none."""
+        i = self.sp.piece_to_id(piece)
+        return None if i == UNK and piece != self.sp.id_to_piece(UNK) else i
+
     def decode(self, ids: Sequence[int]) -> str:
         return self.sp.decode([i for i in ids if i not in (PAD, BOS, EOS)])
 
@@ -38,8 +43,9 @@ class Tokenizer:
         return cls(bytes(data.numpy().tobytes()))
 
 
-def train_tokenizer(sentences: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
-    """Train a sentencepiece model on `sentences` (sampled down to `cfg.max_sentences`)."""
+def train_tokenizer(sentences: Iterable[str], cfg: TokenizerConfig, symbols: Sequence[str] = ()) -> Tokenizer:
+    """Train a sentencepiece model on `sentences` (sampled down to `cfg.max_sentences`); each of `symbols` (the
+    corpus tags of data.train) becomes one piece of its own."""
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
@@ -54,6 +60,7 @@ def train_tokenizer(sentences: Iterable[str], cfg: TokenizerConfig) -> Tokenizer
         unk_id=UNK,
         bos_id=BOS,
         eos_id=EOS,
+        user_defined_symbols=list(symbols),
         num_threads=2,
         minloglevel=2,
     )

@@ -20,15 +20,7 @@ import torch
 from tqdm import tqdm
 
 from mt.backend import ModelBackend, Translator
-from mt.batching import (
-    BatchPlan,
-    BatchPrefetcher,
-    BatchSchedule,
-    collate,
-    padding_fraction,
-    token_batches,
-    training_batches,
-)
+from mt.batching import BatchPrefetcher, BatchSchedule, collate, padding_fraction, token_batches
 from mt.checkpoint import (
     ModelPart,
     ResumePart,
@@ -42,12 +34,14 @@ from mt.checkpoint import (
 )
 from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.corpus import Corpus
+from mt.data import training_corpora
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.files import atomic_write_text
 from mt.flops import machine_peak_flops
 from mt.folder_lock import folder_lock
 from mt.metrics import bleu_score, score_corpus
+from mt.mixing import MixedSchedule, batch_shares, training_schedule
 from mt.model import Transformer, build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
 from mt.recipe import label_smoothed_loss, noam_lr
@@ -148,6 +142,9 @@ def _summary(run: TrainingRun, why: str, first_step: int, seconds: float) -> str
     minutes, secs = divmod(round(seconds), 60)
     line = (f"{why}: step {state.step} of {run.cfg.train.max_steps} ({state.step - first_step} in this process, "
             f"{minutes}m{secs:02d}s)")
+    shares = batch_shares(run.prefetcher.state())
+    if shares is not None:
+        line += f"; batches by corpus {' / '.join(f'{share:.1%}' for share in shares)}"
     if state.best_step < 0:
         return line + "; no dev evaluation yet"
     best = -state.best_score if metric == "loss" else state.best_score
@@ -161,9 +158,10 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
     torch.manual_seed(cfg.train.seed)  # same initial weights on every rank
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
     learner = make_learner(model.to(rt.device), cfg.train, rt)
-    plan = training_batches(data.train, cfg.train.batch_tokens)
     pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
-    schedule = BatchSchedule(data.train, plan, cfg.train.seed, rt.rank, rt.world, pad)
+    weights = [corpus.weight for corpus in training_corpora(cfg.data)]
+    schedule = training_schedule(data.train_parts, cfg.train.batch_tokens, weights, cfg.train.seed, rt.rank,
+                                 rt.world, pad)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
     run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), say)
     last = run.out / "checkpoint_last.pt"
@@ -179,18 +177,38 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
             _init_weights(run, cfg.train.init_from)
     if rt.is_main:
         save_config(cfg, run.out / "config.yaml")
-    say(_describe(run, plan))
+    say(_describe(run))
+    for line in _describe_corpora(run):
+        say(line)
     if cfg.train.tensorboard and rt.is_main:
         run.board = TensorBoardLog(run.out / "tensorboard", run.state.step)
     return run
 
 
-def _describe(run: TrainingRun, plan: BatchPlan) -> str:
+def _describe(run: TrainingRun) -> str:
     cfg, rt, pad = run.cfg, run.rt, run.prefetcher.schedule.pad_to_multiple
+    plans = [s.plan for s in _corpus_schedules(run)]
+    padding = sum(padding_fraction(s.corpus, s.plan, pad) * len(s.plan) for s in _corpus_schedules(run))
     return (f"model: {count_parameters(run.learner.model):,} parameters; device {rt.device}"
-            f"{f' x {rt.world} processes' if rt.distributed else ''}; {len(plan)} batches per epoch, "
-            f"padding {padding_fraction(run.data.train, plan, pad):.1%} (lengths to a multiple of {pad})"
+            f"{f' x {rt.world} processes' if rt.distributed else ''}; {sum(map(len, plans))} batches per epoch, "
+            f"padding {padding / max(sum(map(len, plans)), 1):.1%} (lengths to a multiple of {pad})"
             f"{'; compiling the model' if cfg.train.compile else ''}")
+
+
+def _corpus_schedules(run: TrainingRun) -> list[BatchSchedule]:
+    schedule = run.prefetcher.schedule
+    return schedule.schedules if isinstance(schedule, MixedSchedule) else [schedule]
+
+
+def _describe_corpora(run: TrainingRun) -> list[str]:
+    """With several corpora, a line for each: its pairs, batches and share of the batches (its weight)."""
+    schedule = run.prefetcher.schedule
+    if not isinstance(schedule, MixedSchedule):
+        return []
+    corpora = training_corpora(run.cfg.data)
+    return [f"corpus {k + 1} of {len(corpora)}: {c.name}: {len(part.corpus):,} pairs, {len(part.plan)} batches per "
+            f"epoch, weight {c.weight:g} = {share:.1%} of the batches{f', tag {c.tag}' if c.tag else ''}"
+            for k, (c, part, share) in enumerate(zip(corpora, schedule.schedules, schedule.shares.tolist()))]
 
 
 def _init_weights(run: TrainingRun, path: str) -> None:

@@ -22,7 +22,7 @@ from mt.masks import padding_mask
 from mt.model import Transformer, build_model
 from mt.quantize import quantize_int8
 from mt.runtime import pick_device
-from mt.search import Hypothesis, beam_search, greedy_search
+from mt.search import Hypothesis, Sampler, beam_search, greedy_search
 from mt.symbols import EOS
 from mt.tokenizer import Tokenizer
 
@@ -30,10 +30,11 @@ from mt.tokenizer import Tokenizer
 class Backend(Protocol):
     max_positions: int  # target and source positions the model has (EOS included)
 
-    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig,
-               nbest: int) -> list[list[Hypothesis]]:
+    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
+               lines: list[int]) -> list[list[Hypothesis]]:
         """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens), each with its most target
-        tokens before EOS (max_len, (B,)) -> the `nbest` best hypotheses of each, best first."""
+        tokens before EOS (max_len, (B,)) and its input line number (`lines`, from 0) -> the `nbest` best
+        hypotheses of each, best first; with `opts.sampling`, `nbest` samples in the order drawn."""
         ...
 
 
@@ -59,11 +60,16 @@ class ModelBackend:
     def max_positions(self) -> int:
         return self.model.cfg.max_positions
 
-    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig,
-               nbest: int) -> list[list[Hypothesis]]:
+    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
+               lines: list[int]) -> list[list[Hypothesis]]:
         device = next(self.model.parameters()).device
         src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
         src_mask = padding_mask(src)
+        if opts.sampling:  # nbest rows per sentence, each drawing on its own
+            hyps = greedy_search(self.model, src.repeat_interleave(nbest, 0), src_mask.repeat_interleave(nbest, 0),
+                                 max_len=max_len.repeat_interleave(nbest), alpha=opts.alpha,
+                                 use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest))
+            return [hyps[i:i + nbest] for i in range(0, len(hyps), nbest)]
         if opts.beam_size == 1 and nbest == 1:
             hyps = greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
                                  use_cache=self.use_cache)

@@ -71,20 +71,29 @@ def translate(
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     quantize: Annotated[Optional[str], typer.Option(help="int8: int8 weights (mt: CPU only).")] = None,
     raw_weights: RawWeights = False,
+    sampling: Annotated[bool, typer.Option("--sampling", help="Draw tokens at random (--nbest N: N samples).")] = False,
+    topk: Annotated[Optional[int], typer.Option(min=0, help="Sampling: from the K most probable tokens (0: all).")] = None,
+    topp: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="Sampling: nucleus probability.")] = None,
+    temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling: logits / T.")] = None,
+    seed: Annotated[Optional[int], typer.Option(min=0, help="Sampling: with the line number, what a line draws.")] = None,
+    output_format: Annotated[str, typer.Option(help="text, or json: one object per input line.")] = "text",
 ):
     """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
     from mt.decode import load_translator
-    from mt.translate import decode_options, translate_file
+    from mt.translate import OUTPUT_FORMATS, decode_options, translate_file
 
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
+    if output_format not in OUTPUT_FORMATS:
+        raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     tr = load_translator(checkpoint, device, quantize, raw_weights)
     opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
-                          max_len_b=max_len_b, batch_tokens=batch_tokens)
-    translate_file(tr, input, output, opts, nbest, scores, _warn)
+                          max_len_b=max_len_b, batch_tokens=batch_tokens, sampling=sampling or None, topk=topk,
+                          topp=topp, temperature=temperature, seed=seed)
+    translate_file(tr, input, output, opts, nbest, scores, _warn, output_format)
 
 
 @app.command()

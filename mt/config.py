@@ -104,6 +104,11 @@ class DecodeConfig:
     max_len_a: float = 1.0  # maximum output length = a * source length + b
     max_len_b: int = 50
     batch_tokens: int = 4096  # source tokens per batch (padding counted, beams not); docs/benchmarks.md
+    sampling: bool = False  # draw each next token at random instead of searching (back-translation)
+    topk: int = 0  # sampling: only from the k most probable tokens; 0: all
+    topp: float = 1.0  # sampling: only from the smallest set of tokens with this much probability (nucleus)
+    temperature: float = 1.0  # sampling: probabilities from logits / temperature
+    seed: int = 1  # sampling: with the input line's number, the only source of a line's randomness
 
 
 @dataclass(frozen=True)
@@ -286,7 +291,6 @@ def _validate(cfg: Config, source: str) -> None:
                        ("train.accum_steps", t.accum_steps), ("train.warmup_steps", t.warmup_steps),
                        ("train.log_every", t.log_every), ("train.eval_every", t.eval_every),
                        ("train.save_every", t.save_every), ("train.max_bad_steps", t.max_bad_steps),
-                       ("decode.beam_size", d.beam_size), ("decode.batch_tokens", d.batch_tokens),
                        ("tokenizer.max_sentences", k.max_sentences),
                        ("data.max_len", cfg.data.max_len)]:
         if value < 1:
@@ -314,8 +318,7 @@ def _validate(cfg: Config, source: str) -> None:
                        ("train.patience", t.patience)]:
         if value < 0:
             fail(key, f"must not be negative, got {value}")
-    if d.alpha < 0 or d.max_len_a < 0 or d.max_len_b < 0:
-        fail("decode", "alpha, max_len_a and max_len_b must not be negative")
+    check_decode(d, source)
     if k.vocab_size < 8:
         fail("tokenizer.vocab_size", f"must be at least 8, got {k.vocab_size}")
     if not 0.0 < k.character_coverage <= 1.0:
@@ -330,3 +333,22 @@ def _validate_corpora(data: DataConfig, fail) -> None:
             fail(f"data.train[{i}].weight", f"must be positive, got {corpus.weight}")
         if corpus.tag is not None and (not corpus.tag or any(c.isspace() for c in corpus.tag)):
             fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")
+
+
+def check_decode(d: DecodeConfig, source: str = "decode options") -> None:
+    """The checks of the decode section, also for options given on the command line."""
+    def fail(key: str, why: str):
+        raise ConfigError(f"{source}: {key} {why}")
+
+    for key, value in [("decode.beam_size", d.beam_size), ("decode.batch_tokens", d.batch_tokens)]:
+        if value < 1:
+            fail(key, f"must be at least 1, got {value}")
+    for key, value in [("decode.topk", d.topk), ("decode.seed", d.seed)]:
+        if value < 0:
+            fail(key, f"must not be negative, got {value}")
+    if not 0.0 < d.topp <= 1.0:
+        fail("decode.topp", f"must be in (0, 1], got {d.topp}")
+    if d.temperature <= 0:
+        fail("decode.temperature", f"must be positive, got {d.temperature}")
+    if d.alpha < 0 or d.max_len_a < 0 or d.max_len_b < 0:
+        fail("decode", "alpha, max_len_a and max_len_b must not be negative")

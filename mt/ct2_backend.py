@@ -56,8 +56,11 @@ class Ct2Backend:
         self.translator, self.max_positions = translator, max_positions
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
-    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig,
-               nbest: int) -> list[list[Hypothesis]]:
+    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
+               lines: list[int]) -> list[list[Hypothesis]]:
+        if opts.sampling:
+            raise MtError("sampling decodes with a checkpoint, not an exported directory (mt's own sampler draws "
+                          "the same samples for a line whatever its batch; CTranslate2's cannot promise that)")
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
         hyps = self._search(pieces, max_len.tolist(), opts, nbest)
         return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)

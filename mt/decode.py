@@ -36,11 +36,13 @@ def load_translator(path: str | Path, device: str = "auto", quantize: str | None
 
 
 def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig, *, nbest: int = 1,
-                  on_truncate=None) -> list[list[Hypothesis]]:
+                  on_truncate=None, first_line: int = 0) -> list[list[Hypothesis]]:
     """Hypotheses of token-id sentences (no EOS), in input order: `nbest` per sentence (beam size at least
-    `nbest`), one empty hypothesis for an empty sentence. Sources too long for the model's positions are cut,
-    calling `on_truncate(index, length, kept)` for each."""
-    opts = replace(opts, beam_size=max(opts.beam_size, nbest))
+    `nbest`; with opts.sampling, `nbest` samples), one empty hypothesis for an empty sentence. Sources too long
+    for the model's positions are cut, calling `on_truncate(index, length, kept)` for each. Sentence i is input
+    line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it."""
+    if not opts.sampling:
+        opts = replace(opts, beam_size=max(opts.beam_size, nbest))
     limit = backend.max_positions - 1
     keep = limit - 1  # room for EOS
     if on_truncate is not None:
@@ -55,13 +57,15 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
         index = [todo[j] for j in batch]
         max_len = max_output_lengths(torch.tensor([len(sources[i]) for i in index]), opts.max_len_a,
                                      opts.max_len_b, limit)
-        for i, hyps in zip(index, backend.search([sources[i] for i in index], max_len, opts, nbest)):
+        found = backend.search([sources[i] for i in index], max_len, opts, nbest, [first_line + i for i in index])
+        for i, hyps in zip(index, found):
             results[i] = hyps
     return results
 
 
 def translate_lines(tr: Translator, lines: list[str], opts: DecodeConfig, *, nbest: int = 1,
-                    on_truncate=None) -> list[list[tuple[str, float]]]:
+                    on_truncate=None, first_line: int = 0) -> list[list[tuple[str, float]]]:
     """Detokenized (text, score) hypotheses per input line; see `translate_ids`."""
-    hyps = translate_ids(tr.backend, tr.src_tokenizer.encode(lines), opts, nbest=nbest, on_truncate=on_truncate)
+    hyps = translate_ids(tr.backend, tr.src_tokenizer.encode(lines), opts, nbest=nbest, on_truncate=on_truncate,
+                         first_line=first_line)
     return [[(tr.tgt_tokenizer.decode(h.tokens), h.score) for h in per_line] for per_line in hyps]

@@ -1,7 +1,7 @@
 """Search strategies over mt's model: greedy and beam search, with incremental (KV-cached) decoding.
 
 A strategy takes one batch of encoded sources and returns hypotheses; preparing lines and batching them is the
-front end's (mt/decode.py). Each strategy scores a step through `_step_top_tokens` and drives the cache
+front end's (mt/decode.py). Sampling is greedy search with a `Sampler` choosing the tokens. Each strategy scores a step through `_step_top_tokens` and drives the cache
 (mt/cache.py) through `begin_step`, `advance` and `keep`; a new strategy is a new function here.
 
 Hypothesis scores are sum of token log-probabilities (EOS included) divided by the GNMT length penalty
@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from mt.cache import DecoderCache
+from mt.config import DecodeConfig
 from mt.masks import target_mask
 from mt.model import Transformer
 from mt.symbols import BOS, EOS
@@ -84,10 +86,53 @@ def _first_eos(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens == EOS).byte().argmax(-1)  # argmax returns the first of equal maxima
 
 
+class Sampler:
+    """Draws each row's next token from the model's distribution, reshaped by temperature, top-k and top-p (the
+    nucleus, Holtzman et al., 2020), by inverse transform: one uniform number per row and step.
+
+    Every row has a random stream of its own, seeded from (seed, line number, sample number), so what a line
+    draws depends on those alone, not on the lines that share its batch or on the batch size.
+    """
+
+    def __init__(self, opts: DecodeConfig, lines: list[int], samples: int):
+        self.temperature, self.topk, self.topp = opts.temperature, opts.topk, opts.topp
+        self.streams = [torch.Generator().manual_seed(_row_seed(opts.seed, line, j))
+                        for line in lines for j in range(samples)]
+
+    def draw(self, log_probs: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """(N, V) next-token log-probs of the rows `rows` (indices of their streams) -> (N,) drawn tokens."""
+        logits = log_probs / self.temperature
+        if 0 < self.topk < logits.size(-1):
+            kth = logits.topk(self.topk, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs, order = logits.softmax(-1).sort(dim=-1, descending=True, stable=True)
+        if self.topp < 1.0:  # keep the most probable tokens until they hold topp (the first always stays)
+            probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.topp, 0.0)
+        cdf = probs.cumsum(-1)
+        uniform = torch.tensor([torch.rand((), generator=self.streams[r]).item() for r in rows], dtype=cdf.dtype)
+        pick = (cdf < uniform.to(cdf.device)[:, None] * cdf[:, -1:]).sum(-1).clamp(max=cdf.size(-1) - 1)
+        return order.gather(1, pick[:, None]).squeeze(1)
+
+
+def _row_seed(seed: int, line: int, sample: int) -> int:
+    """A 64-bit seed mixed from three numbers (numpy's SeedSequence: nearby inputs give unrelated streams)."""
+    return int(np.random.SeedSequence([seed, line, sample]).generate_state(1, np.uint64)[0])
+
+
+def _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Tensor, sampler: Sampler,
+                       rows: torch.Tensor):
+    """Each row's drawn next token (EOS where `force_eos`) and its log-probability under the model itself
+    (temperature 1, nothing cut), so a sample is scored like a search result: both (N,)."""
+    log_probs = _next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
+    tokens = sampler.draw(log_probs, rows.tolist()).masked_fill(force_eos, EOS)
+    return log_probs.gather(1, tokens[:, None]).squeeze(1), tokens
+
+
 @torch.no_grad()
 def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, alpha: float,
-                  use_cache: bool = True) -> list[Hypothesis]:
-    """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> one hypothesis per sentence.
+                  use_cache: bool = True, sampler: Sampler | None = None) -> list[Hypothesis]:
+    """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> one hypothesis per sentence: the most probable next
+    token at each step, or with a `sampler` a drawn one (sampling).
 
     Sentences leave the batch as they end; each step reads one number from the device, how many go on.
     """
@@ -102,11 +147,16 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
     log_prob = torch.zeros(batch, device=device)
     for step in range(steps):
         tgt_in = last if use_cache else torch.cat([torch.full_like(last, BOS), tokens[alive, :step]], dim=1)
-        best_log_prob, best = _step_top_tokens(model, memory, src_mask, tgt_in, cache, max_len[alive] <= step, 1)
+        force_eos = max_len[alive] <= step
+        if sampler is None:
+            best_log_prob, best = (t.squeeze(1) for t in _step_top_tokens(model, memory, src_mask, tgt_in, cache,
+                                                                            force_eos, 1))
+        else:
+            best_log_prob, best = _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos, sampler,
+                                                     alive)
         if cache is not None:
             cache.advance()
-        best = best.squeeze(1)
-        log_prob[alive] += best_log_prob.squeeze(1)
+        log_prob[alive] += best_log_prob
         tokens[alive, step] = best
         going = best != EOS
         n_going = int(going.sum())  # the step's one read from the device

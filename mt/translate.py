@@ -1,12 +1,14 @@
 """`mt translate`: read lines (streaming from stdin), write exactly one result per line, through mt/decode.py.
 
 Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
-`index \\t score \\t hypothesis` (index counts input lines from 0).
+`index \\t score \\t hypothesis` (index counts input lines from 0); with --output-format json one object per
+input line, `{"line": index, "hypotheses": [{"text": ..., "score": ...}, ...]}`.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import queue
 import sys
 import threading
@@ -18,14 +20,16 @@ from typing import IO
 import torch
 
 from mt.backend import Translator
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, check_decode
 from mt.decode import translate_lines
 from mt.files import atomic_write
 
 
 def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
-    """The checkpoint's decode section with the command-line options that were given (not None)."""
-    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    """The checkpoint's decode section with the command-line options that were given (not None), checked."""
+    opts = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    check_decode(opts, "command line")
+    return opts
 
 
 def _decode_line(raw: bytes, number: int, warn) -> str:
@@ -43,14 +47,21 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
     def truncated(i: int, length: int, kept: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
 
-    return translate_lines(tr, [line.strip() for line in lines], opts, nbest=nbest, on_truncate=truncated)
+    return translate_lines(tr, [line.strip() for line in lines], opts, nbest=nbest, on_truncate=truncated,
+                           first_line=first_number - 1)
 
 
-def format_results(results, first_index: int, nbest: int | None, scores: bool) -> str:
+OUTPUT_FORMATS = ("text", "json")
+
+
+def format_results(results, first_index: int, nbest: int | None, scores: bool, output_format: str = "text") -> str:
     out = []
     for i, per_line in enumerate(results):
-        if nbest:
-            padded = (per_line + per_line[-1:] * nbest)[:nbest]  # an empty line has one (empty) hypothesis
+        padded = (per_line + per_line[-1:] * (nbest or 1))[:nbest or 1]  # an empty line has one (empty) hypothesis
+        if output_format == "json":
+            hyps = [{"text": text, "score": round(score, 4)} for text, score in padded]
+            out.append(json.dumps({"line": first_index + i, "hypotheses": hyps}, ensure_ascii=False))
+        elif nbest:
             out += [f"{first_index + i}\t{score:.4f}\t{text}" for text, score in padded]
         else:
             text, score = per_line[0]
@@ -87,32 +98,32 @@ def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
 
 
 def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, nbest: int | None,
-                  scores: bool, warn, wait_s: float = 0.05, max_lines: int = 2000) -> int:
+                  scores: bool, warn, wait_s: float = 0.05, max_lines: int = 2000, output_format: str = "text") -> int:
     """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
     count = 0
     for block in _stream_blocks(source, wait_s, max_lines):
         lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
         with torch.inference_mode():
             results = translate_block(tr, lines, count + 1, opts, nbest or 1, warn)
-        sink.write(format_results(results, count, nbest, scores))
+        sink.write(format_results(results, count, nbest, scores, output_format))
         sink.flush()
         count += len(block)
     return count
 
 
 def translate_file(tr: Translator, input_path: str | None, output_path: str | None, opts: DecodeConfig,
-                   nbest: int | None, scores: bool, warn) -> int:
+                   nbest: int | None, scores: bool, warn, output_format: str = "text") -> int:
     """stdin/stdout by default; an output file is written atomically (complete or not at all)."""
     source = open(input_path, "rb") if input_path else sys.stdin.buffer
     try:
         if output_path is None:
-            return run_translate(tr, source, sys.stdout, opts, nbest, scores, warn)
+            return run_translate(tr, source, sys.stdout, opts, nbest, scores, warn, output_format=output_format)
         count = 0
 
         def write(f):
             nonlocal count
             text = io.StringIO()
-            count = run_translate(tr, source, text, opts, nbest, scores, warn)
+            count = run_translate(tr, source, text, opts, nbest, scores, warn, output_format=output_format)
             f.write(text.getvalue().encode("utf-8"))
 
         atomic_write(Path(output_path), write)

@@ -31,10 +31,11 @@ class Backend(Protocol):
     max_positions: int  # target and source positions the model has (EOS included)
 
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int]) -> list[list[Hypothesis]]:
+               lines: list[int], prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens), each with its most target
-        tokens before EOS (max_len, (B,)) and its input line number (`lines`, from 0) -> the `nbest` best
-        hypotheses of each, best first; with `opts.sampling`, `nbest` samples in the order drawn."""
+        tokens before EOS (max_len, (B,)), its input line number (`lines`, from 0) and, when given, the target
+        tokens its output starts with (`prefixes`, no longer than its max_len) -> the `nbest` best hypotheses of
+        each, best first (prefix included); with `opts.sampling`, `nbest` samples in the order drawn."""
         ...
 
 
@@ -61,21 +62,31 @@ class ModelBackend:
         return self.model.cfg.max_positions
 
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int]) -> list[list[Hypothesis]]:
+               lines: list[int], prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         device = next(self.model.parameters()).device
         src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
         src_mask = padding_mask(src)
+        prefix = _prefix_tensor(prefixes, device)
         if opts.sampling:  # nbest rows per sentence, each drawing on its own
-            hyps = greedy_search(self.model, src.repeat_interleave(nbest, 0), src_mask.repeat_interleave(nbest, 0),
-                                 max_len=max_len.repeat_interleave(nbest), alpha=opts.alpha,
-                                 use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest))
+            def repeat(t):
+                return None if t is None else t.repeat_interleave(nbest, 0)
+            hyps = greedy_search(self.model, repeat(src), repeat(src_mask), max_len=repeat(max_len), alpha=opts.alpha,
+                                 use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest), prefix=repeat(prefix))
             return [hyps[i:i + nbest] for i in range(0, len(hyps), nbest)]
         if opts.beam_size == 1 and nbest == 1:
             hyps = greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
-                                 use_cache=self.use_cache)
+                                 use_cache=self.use_cache, prefix=prefix)
             return [[h] for h in hyps]
         return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha, max_len=max_len,
-                           nbest=nbest, use_cache=self.use_cache)
+                           nbest=nbest, use_cache=self.use_cache, prefix=prefix)
+
+
+def _prefix_tensor(prefixes: list[list[int]] | None, device) -> torch.Tensor | None:
+    """Target prefixes as (B, longest) token ids, -1 after each; None when no sentence has one."""
+    if not prefixes or not any(prefixes):
+        return None
+    rows = [torch.tensor(p, dtype=torch.long) for p in prefixes]
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=-1).to(device)
 
 
 def load_model_translator(path: str | Path, device: str = "auto", quantize: str | None = None,

@@ -77,6 +77,8 @@ def translate(
     temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling: logits / T.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=0, help="Sampling: with the line number, what a line draws.")] = None,
     output_format: Annotated[str, typer.Option(help="text, or json: one object per input line.")] = "text",
+    prefix: Annotated[bool, typer.Option("--prefix", help="Input lines are source<TAB>target prefix; each output "
+                                         "starts with its prefix.")] = False,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
 
@@ -93,7 +95,7 @@ def translate(
     opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
                           max_len_b=max_len_b, batch_tokens=batch_tokens, sampling=sampling or None, topk=topk,
                           topp=topp, temperature=temperature, seed=seed)
-    translate_file(tr, input, output, opts, nbest, scores, _warn, output_format)
+    translate_file(tr, input, output, opts, nbest, scores, _warn, output_format, prefix)
 
 
 @app.command()

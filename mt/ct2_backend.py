@@ -57,16 +57,17 @@ class Ct2Backend:
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int]) -> list[list[Hypothesis]]:
+               lines: list[int], prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         if opts.sampling:
             raise MtError("sampling decodes with a checkpoint, not an exported directory (mt's own sampler draws "
                           "the same samples for a line whatever its batch; CTranslate2's cannot promise that)")
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
-        hyps = self._search(pieces, max_len.tolist(), opts, nbest)
+        target_prefix = [[self.tgt_sp.id_to_piece(t) for t in p] for p in prefixes] if prefixes else None
+        hyps = self._search(pieces, max_len.tolist(), opts, nbest, target_prefix)
         return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)
                  for tokens, score, log_prob in per_source] for per_source in hyps]
 
-    def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int):
+    def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None):
         """(pieces, score, log-prob) hypotheses per source, best first. CTranslate2 takes one length limit per
         call, so sources are searched with the largest limit, and those that ran past their own again with it."""
         # min_decoding_length 0: CTranslate2 would otherwise forbid EOS at the first step, which mt allows.
@@ -74,12 +75,15 @@ class Ct2Backend:
         options = dict(beam_size=opts.beam_size, num_hypotheses=nbest,
                        length_penalty=opts.alpha if opts.beam_size > 1 else 0.0, min_decoding_length=0,
                        return_scores=True, return_end_token=True)
-        out = self.translator.translate_batch(pieces, max_decoding_length=max(max_len, default=1), **options)
+        out = self.translator.translate_batch(pieces, max_decoding_length=max(max_len, default=1),
+                                              target_prefix=target_prefix, **options)
         for limit in sorted(set(max_len)):
             over = [i for i, r in enumerate(out) if max_len[i] == limit and any(
                 len(_without_end(h)) > limit for h in r.hypotheses)]
             if over:
-                again = self.translator.translate_batch([pieces[i] for i in over], max_decoding_length=limit, **options)
+                again = self.translator.translate_batch(
+                    [pieces[i] for i in over], max_decoding_length=limit,
+                    target_prefix=[target_prefix[i] for i in over] if target_prefix else None, **options)
                 for i, r in zip(over, again):
                     out[i] = r
         return [self._rescored(source, r, options["length_penalty"], opts.alpha) for source, r in zip(pieces, out)]

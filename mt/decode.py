@@ -36,11 +36,13 @@ def load_translator(path: str | Path, device: str = "auto", quantize: str | None
 
 
 def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig, *, nbest: int = 1,
-                  on_truncate=None, first_line: int = 0) -> list[list[Hypothesis]]:
+                  on_truncate=None, first_line: int = 0,
+                  prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """Hypotheses of token-id sentences (no EOS), in input order: `nbest` per sentence (beam size at least
     `nbest`; with opts.sampling, `nbest` samples), one empty hypothesis for an empty sentence. Sources too long
     for the model's positions are cut, calling `on_truncate(index, length, kept)` for each. Sentence i is input
-    line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it."""
+    line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it. `prefixes[i]`
+    (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it."""
     if not opts.sampling:
         opts = replace(opts, beam_size=max(opts.beam_size, nbest))
     limit = backend.max_positions - 1
@@ -57,15 +59,23 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
         index = [todo[j] for j in batch]
         max_len = max_output_lengths(torch.tensor([len(sources[i]) for i in index]), opts.max_len_a,
                                      opts.max_len_b, limit)
-        found = backend.search([sources[i] for i in index], max_len, opts, nbest, [first_line + i for i in index])
+        batch_prefixes = None
+        if prefixes is not None:
+            batch_prefixes = [prefixes[i][:limit - 1] for i in index]
+            max_len = torch.maximum(max_len, torch.tensor([len(p) for p in batch_prefixes]))
+        found = backend.search([sources[i] for i in index], max_len, opts, nbest, [first_line + i for i in index],
+                               batch_prefixes)
         for i, hyps in zip(index, found):
             results[i] = hyps
     return results
 
 
 def translate_lines(tr: Translator, lines: list[str], opts: DecodeConfig, *, nbest: int = 1,
-                    on_truncate=None, first_line: int = 0) -> list[list[tuple[str, float]]]:
-    """Detokenized (text, score) hypotheses per input line; see `translate_ids`."""
+                    on_truncate=None, first_line: int = 0,
+                    prefixes: list[str] | None = None) -> list[list[tuple[str, float]]]:
+    """Detokenized (text, score) hypotheses per input line, each starting with its target prefix when
+    `prefixes` gives one (text; "" for none); see `translate_ids`."""
+    prefix_ids = tr.tgt_tokenizer.encode(prefixes) if prefixes is not None else None
     hyps = translate_ids(tr.backend, tr.src_tokenizer.encode(lines), opts, nbest=nbest, on_truncate=on_truncate,
-                         first_line=first_line)
+                         first_line=first_line, prefixes=prefix_ids)
     return [[(tr.tgt_tokenizer.decode(h.tokens), h.score) for h in per_line] for per_line in hyps]

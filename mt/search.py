@@ -39,14 +39,33 @@ def max_output_lengths(src_lengths: torch.Tensor, a: float, b: int, limit: int) 
     return (src_lengths.double() * a + b).floor().long().clamp(min=1, max=limit)
 
 
-def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Tensor, n: int):
+def _forced_tokens(prefix: torch.Tensor | None, rows: torch.Tensor, step: int) -> torch.Tensor | None:
+    """The token each row must take at `step` (N,), -1 where it is free; None when no row is forced. `prefix`
+    (B, P) holds each sentence's target prefix (-1 after it), `rows` (N,) the sentence of each row."""
+    if prefix is None or step >= prefix.size(1):
+        return None
+    return prefix[rows, step]
+
+
+def _only_forced(log_probs: torch.Tensor, forced: torch.Tensor | None) -> torch.Tensor:
+    """Rows with a forced token (>= 0) keep that token's log-prob alone (-inf elsewhere); the others keep all."""
+    if forced is None:
+        return log_probs
+    token = forced.clamp(min=0)[:, None]
+    only = torch.full_like(log_probs, float("-inf")).scatter(1, token, log_probs.gather(1, token))
+    return torch.where((forced >= 0)[:, None], only, log_probs)
+
+
+def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Tensor, n: int,
+                     forced: torch.Tensor | None = None):
     """The `n` most probable next tokens per row and their log-probs, both (N, min(n, V)), best first; rows in
-    `force_eos` (N,) may only end (EOS first, then -inf).
+    `force_eos` (N,) may only end (EOS first, then -inf), rows with a `forced` token (target prefix) only take it.
 
     One fused log_softmax, then topk: on a CPU, 2x faster than topk on the logits shifted by their logsumexp
     (which never writes the (N, V) log-probs, but takes three passes over the logits).
     """
     log_probs = _next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
+    log_probs = _only_forced(log_probs, forced)
     top, tokens = log_probs.topk(min(n, log_probs.size(-1)), dim=1)
     only_eos = torch.full_like(top, float("-inf"))
     only_eos[:, 0] = log_probs[:, EOS]
@@ -120,19 +139,22 @@ def _row_seed(seed: int, line: int, sample: int) -> int:
 
 
 def _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Tensor, sampler: Sampler,
-                       rows: torch.Tensor):
-    """Each row's drawn next token (EOS where `force_eos`) and its log-probability under the model itself
-    (temperature 1, nothing cut), so a sample is scored like a search result: both (N,)."""
+                       rows: torch.Tensor, forced: torch.Tensor | None):
+    """Each row's drawn next token (EOS where `force_eos`, its `forced` token where it has one) and its
+    log-probability under the model itself (temperature 1, nothing cut), so a sample is scored like a search
+    result: both (N,)."""
     log_probs = _next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
-    tokens = sampler.draw(log_probs, rows.tolist()).masked_fill(force_eos, EOS)
+    tokens = sampler.draw(_only_forced(log_probs, forced), rows.tolist()).masked_fill(force_eos, EOS)
     return log_probs.gather(1, tokens[:, None]).squeeze(1), tokens
 
 
 @torch.no_grad()
 def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, alpha: float,
-                  use_cache: bool = True, sampler: Sampler | None = None) -> list[Hypothesis]:
+                  use_cache: bool = True, sampler: Sampler | None = None,
+                  prefix: torch.Tensor | None = None) -> list[Hypothesis]:
     """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> one hypothesis per sentence: the most probable next
-    token at each step, or with a `sampler` a drawn one (sampling).
+    token at each step, or with a `sampler` a drawn one (sampling). A sentence's target `prefix` (B, P), -1
+    after it) is taken first, then decoding goes on freely; its tokens count in the score.
 
     Sentences leave the batch as they end; each step reads one number from the device, how many go on.
     """
@@ -147,13 +169,13 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
     log_prob = torch.zeros(batch, device=device)
     for step in range(steps):
         tgt_in = last if use_cache else torch.cat([torch.full_like(last, BOS), tokens[alive, :step]], dim=1)
-        force_eos = max_len[alive] <= step
+        force_eos, forced = max_len[alive] <= step, _forced_tokens(prefix, alive, step)
         if sampler is None:
             best_log_prob, best = (t.squeeze(1) for t in _step_top_tokens(model, memory, src_mask, tgt_in, cache,
-                                                                            force_eos, 1))
+                                                                            force_eos, 1, forced))
         else:
             best_log_prob, best = _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos, sampler,
-                                                     alive)
+                                                     alive, forced)
         if cache is not None:
             cache.advance()
         log_prob[alive] += best_log_prob
@@ -209,8 +231,9 @@ class _Finished:
 
 @torch.no_grad()
 def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: float, max_len: torch.Tensor,
-                nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
-    """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> the `nbest` best hypotheses per sentence.
+                nbest: int = 1, use_cache: bool = True, prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+    """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> the `nbest` best hypotheses per sentence, each
+    starting with the sentence's target `prefix` (B, P), -1 after it) when given.
 
     A sentence stops as soon as it has `beam_size` finished hypotheses (the paper's "terminate early when
     possible", by fairseq's and CTranslate2's rule), or at its length limit. All of it is tensor operations;
@@ -230,8 +253,9 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     for step in range(steps):
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)
         tgt_in = _decoder_input(beams.tokens, step, use_cache)
+        forced = None if prefix is None else _forced_tokens(prefix, beams.sentence.repeat_interleave(k), step)
         top_log_probs, top_tokens = _step_top_tokens(model, beams.memory, beams.src_mask, tgt_in, beams.cache, force,
-                                                     2 * k)
+                                                     2 * k, forced)
         cand_score, cand_beam, cand_token = _expand(beams.score, top_log_probs, top_tokens, k)
         _collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, length_penalty(step + 1, alpha))
         live_score, live_beam, live_token = _best_live(cand_score, cand_beam, cand_token, k)

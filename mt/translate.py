@@ -42,13 +42,18 @@ def _decode_line(raw: bytes, number: int, warn) -> str:
 
 
 def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, nbest: int,
-                    warn) -> list[list[tuple[str, float]]]:
-    """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning."""
+                    warn, with_prefix: bool = False) -> list[list[tuple[str, float]]]:
+    """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning.
+    `with_prefix`: a line is `source<TAB>target prefix` (no tab: no prefix), and its output starts with the prefix."""
     def truncated(i: int, length: int, kept: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
 
+    prefixes = None
+    if with_prefix:
+        lines, prefixes = zip(*(line.partition("\t")[::2] for line in lines)) if lines else ([], [])
+        prefixes = [p.strip() for p in prefixes]
     return translate_lines(tr, [line.strip() for line in lines], opts, nbest=nbest, on_truncate=truncated,
-                           first_line=first_number - 1)
+                           first_line=first_number - 1, prefixes=prefixes)
 
 
 OUTPUT_FORMATS = ("text", "json")
@@ -98,13 +103,14 @@ def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
 
 
 def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, nbest: int | None,
-                  scores: bool, warn, wait_s: float = 0.05, max_lines: int = 2000, output_format: str = "text") -> int:
+                  scores: bool, warn, wait_s: float = 0.05, max_lines: int = 2000, output_format: str = "text",
+                  with_prefix: bool = False) -> int:
     """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
     count = 0
     for block in _stream_blocks(source, wait_s, max_lines):
         lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
         with torch.inference_mode():
-            results = translate_block(tr, lines, count + 1, opts, nbest or 1, warn)
+            results = translate_block(tr, lines, count + 1, opts, nbest or 1, warn, with_prefix)
         sink.write(format_results(results, count, nbest, scores, output_format))
         sink.flush()
         count += len(block)
@@ -112,18 +118,20 @@ def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: Decode
 
 
 def translate_file(tr: Translator, input_path: str | None, output_path: str | None, opts: DecodeConfig,
-                   nbest: int | None, scores: bool, warn, output_format: str = "text") -> int:
+                   nbest: int | None, scores: bool, warn, output_format: str = "text", with_prefix: bool = False) -> int:
     """stdin/stdout by default; an output file is written atomically (complete or not at all)."""
     source = open(input_path, "rb") if input_path else sys.stdin.buffer
     try:
         if output_path is None:
-            return run_translate(tr, source, sys.stdout, opts, nbest, scores, warn, output_format=output_format)
+            return run_translate(tr, source, sys.stdout, opts, nbest, scores, warn, output_format=output_format,
+                                 with_prefix=with_prefix)
         count = 0
 
         def write(f):
             nonlocal count
             text = io.StringIO()
-            count = run_translate(tr, source, text, opts, nbest, scores, warn, output_format=output_format)
+            count = run_translate(tr, source, text, opts, nbest, scores, warn, output_format=output_format,
+                                  with_prefix=with_prefix)
             f.write(text.getvalue().encode("utf-8"))
 
         atomic_write(Path(output_path), write)

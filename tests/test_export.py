@@ -103,3 +103,10 @@ def test_without_ctranslate2_the_error_names_the_extra(trained_tiny, tmp_path, m
     with pytest.raises(MtError, match=r"pip install 'mt\[ct2\]'"):
         export_ctranslate2(trained_tiny / "checkpoint_last.pt", tmp_path / "ct2")
     assert not (tmp_path / "ct2").exists()
+
+
+def test_an_exported_directory_starts_each_output_with_its_prefix(exported):
+    out = run_mt("translate", "-c", exported, "--prefix", "--beam-size", "2",
+                 input="Es zeigt Dateien an.\tThe files\nEin kleines Programm.\n").stdout.splitlines()
+    plain = run_mt("translate", "-c", exported, "--beam-size", "2", input="Ein kleines Programm.\n").stdout
+    assert out[0].startswith("The files") and out[1] == plain.strip()

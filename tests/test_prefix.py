@@ -1,0 +1,83 @@
+"""Target prefixes (mt translate --prefix): every hypothesis starts with its prefix, then decodes freely; a
+sentence without one decodes exactly as without the flag."""
+
+import pytest
+import torch
+
+from mt.backend import ModelBackend
+from mt.config import DecodeConfig, ModelConfig
+from mt.decode import translate_ids
+from mt.model import build_model
+from mt.symbols import EOS
+from tests.conftest import run_mt
+
+VOCAB = 20
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0, max_positions=64)
+    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
+
+
+@pytest.fixture(scope="module")
+def sources():
+    generator = torch.Generator().manual_seed(1)
+    lengths = torch.randint(1, 15, (12,), generator=generator).tolist()
+    return [torch.randint(EOS + 1, VOCAB, (n,), generator=generator).tolist() for n in lengths]
+
+
+def _decode(model, sources, prefixes=None, nbest=1, **options):
+    opts = DecodeConfig(**{"beam_size": 4, "max_len_b": 10, **options})
+    return translate_ids(ModelBackend(model), sources, opts, nbest=nbest, prefixes=prefixes)
+
+
+def _random_prefixes(n, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(EOS + 1, VOCAB, (int(torch.randint(0, 4, (1,), generator=g)),), generator=g).tolist()
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("options", [{"beam_size": 1}, {"beam_size": 4}, {"sampling": True, "topk": 5}])
+def test_every_hypothesis_starts_with_its_prefix(model, sources, options):
+    prefixes = _random_prefixes(len(sources))
+    assert any(prefixes) and not all(prefixes)
+    nbest = 1 if options.get("beam_size") == 1 else 2
+    for per, prefix in zip(_decode(model, sources, prefixes, nbest=nbest, **options), prefixes):
+        assert all(h.tokens[:len(prefix)] == prefix for h in per)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_sentences_without_a_prefix_decode_as_without_the_option(model, sources, beam):
+    plain = _decode(model, sources, beam_size=beam)
+    prefixes = _random_prefixes(len(sources))
+    mixed = _decode(model, sources, prefixes, beam_size=beam)
+    for a, b, prefix in zip(plain, mixed, prefixes):
+        if not prefix:
+            assert a[0].tokens == b[0].tokens and a[0].score == pytest.approx(b[0].score, abs=1e-5)
+
+
+def test_greedy_given_its_own_start_ends_the_same_with_the_same_score(model, sources):
+    plain = _decode(model, sources, beam_size=1)
+    own = [per[0].tokens[:2] for per in plain]
+    forced = _decode(model, sources, own, beam_size=1)
+    assert [p[0].tokens for p in plain] == [f[0].tokens for f in forced]
+    assert all(p[0].score == pytest.approx(f[0].score, abs=1e-5) for p, f in zip(plain, forced))
+
+
+def test_a_long_prefix_extends_the_length_limit(model, sources):
+    prefix = [5] * 15  # longer than max_len_b 0 + a * source length allows
+    out = _decode(model, sources[:2], [prefix, prefix], beam_size=1, max_len_a=0.0, max_len_b=0)
+    assert all(per[0].tokens[:15] == prefix for per in out)
+
+
+def test_translate_prefix_flag_reads_tab_separated_lines(trained_tiny):
+    ckpt = trained_tiny / "checkpoint_last.pt"
+    plain = run_mt("translate", "-c", ckpt, input="Ein kleines Programm.\nEs zeigt Dateien an.\n").stdout
+    out = run_mt("translate", "-c", ckpt, "--prefix",
+                 input="Ein kleines Programm.\nEs zeigt Dateien an.\tThe files\n").stdout.splitlines()
+    assert out[0] == plain.splitlines()[0] and out[1].startswith("The files")
+    json_out = run_mt("translate", "-c", ckpt, "--prefix", "--output-format", "json",
+                      input="Es zeigt Dateien an.\tIt shows\n").stdout
+    assert '"text": "It shows' in json_out

@@ -17,6 +17,7 @@ import torch
 from mt.batching import pad_sequences
 from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import Config, DecodeConfig, config_from_dict
+from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.masks import padding_mask
 from mt.model import Transformer, build_model
@@ -54,7 +55,7 @@ class ModelBackend:
     """mt's Transformer: greedy search when one hypothesis of beam 1 is wanted, beam search otherwise.
     `use_cache=False` recomputes every prefix at every step (the reference the KV cache is tested against)."""
 
-    model: Transformer
+    model: Transformer | Ensemble
     use_cache: bool = True
 
     @property
@@ -107,3 +108,25 @@ def load_model_translator(path: str | Path, device: str = "auto", quantize: str 
             raise MtError("--quantize int8 runs on the CPU; add --device cpu (or export to CTranslate2 for a GPU)")
         model = quantize_int8(model)
     return Translator(ModelBackend(model.to(target)), src_tok, tgt_tok, cfg)
+
+
+def load_ensemble_translator(paths: list[str | Path], device: str = "auto", quantize: str | None = None,
+                             raw_weights: bool = False) -> Translator:
+    """Checkpoints with the same vocabularies decoding as one model (mt/ensemble.py); the first one's config
+    gives the decode defaults. Vocabularies that differ are a one-line error naming the checkpoint and side."""
+    members = [load_model_translator(p, device, quantize, raw_weights) for p in paths]
+    first = members[0]
+    for path, member in zip(paths[1:], members[1:]):
+        for side, name in (("src_tokenizer", "source"), ("tgt_tokenizer", "target")):
+            ours, theirs = _pieces(getattr(first, side)), _pieces(getattr(member, side))
+            if ours != theirs:
+                where = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+                raise MtError(f"{path}: its {name} vocabulary differs from {paths[0]}'s ({len(theirs)} and "
+                              f"{len(ours)} pieces, first difference at id {where}); an ensemble needs the same "
+                              "vocabularies")
+    ensemble = Ensemble([member.backend.model for member in members])
+    return Translator(ModelBackend(ensemble), first.src_tokenizer, first.tgt_tokenizer, first.cfg)
+
+
+def _pieces(tokenizer: Tokenizer) -> list[str]:
+    return [tokenizer.sp.id_to_piece(i) for i in range(len(tokenizer))]

@@ -58,7 +58,8 @@ def train(config: Path, set_: SetOption = None,
 
 @app.command()
 def translate(
-    checkpoint: Annotated[Path, typer.Option("-c", "--checkpoint", help="Checkpoint to translate with.")],
+    checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to translate with; "
+                                                   "several: an ensemble.")],
     input: Annotated[Optional[str], typer.Option("-i", "--input", help="Input file (default: stdin).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output file (default: stdout).")] = None,
     beam_size: Annotated[Optional[int], typer.Option(min=1)] = None,
@@ -102,7 +103,7 @@ def translate(
 def evaluate(
     ref: Annotated[Path, typer.Option("--ref", help="Reference translations.")],
     hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this file instead of translating.")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option("-c", "--checkpoint")] = None,
+    checkpoint: Annotated[Optional[list[Path]], typer.Option("-c", "--checkpoint", help="Several: an ensemble.")] = None,
     src: Annotated[Optional[str], typer.Option("--src", help="Source file to translate with -c.")] = None,
     metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

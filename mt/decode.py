@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from mt.backend import Backend, Translator, load_model_translator
+from mt.backend import Backend, Translator, load_ensemble_translator, load_model_translator
 from mt.batching import token_batches
 from mt.config import DecodeConfig
 from mt.errors import MtError
@@ -23,11 +23,20 @@ from mt.search import Hypothesis, max_output_lengths
 
 
 
-def load_translator(path: str | Path, device: str = "auto", quantize: str | None = None,
+def load_translator(path: str | Path | list[str | Path], device: str = "auto", quantize: str | None = None,
                     raw_weights: bool = False) -> Translator:
-    """A checkpoint file (mt's model), or a directory written by `mt export` (CTranslate2), as a Translator.
-    `quantize="int8"` decodes with int8 weights: mt's dynamic quantization (CPU only), or CTranslate2's.
-    `raw_weights`: a checkpoint's last-update weights, not its averaged ones (an export holds one set)."""
+    """A checkpoint file (mt's model), a directory written by `mt export` (CTranslate2), or a list of
+    checkpoints (an ensemble), as a Translator. `quantize="int8"` decodes with int8 weights: mt's dynamic
+    quantization (CPU only), or CTranslate2's. `raw_weights`: a checkpoint's last-update weights, not its
+    averaged ones (an export holds one set)."""
+    if isinstance(path, (list, tuple)):
+        if len(path) > 1:
+            for p in path:
+                if Path(p).is_dir():
+                    raise MtError(f"{p}: an exported directory cannot join an ensemble (CTranslate2 decodes one "
+                                  "model); give checkpoints")
+            return load_ensemble_translator(list(path), device, quantize, raw_weights)
+        path = path[0]
     if Path(path).is_dir():
         if raw_weights:
             raise MtError(f"{path}: --raw-weights needs a checkpoint; an exported directory holds one set of weights")

@@ -12,7 +12,7 @@ LAYERS = [
     ["config", "checkpoint"],
     ["tokenizer", "masks", "runtime", "flops", "metrics", "run_log"],
     ["data", "corpus", "batching", "mixing", "prepare"],
-    ["model", "cache", "quantize", "ema"],
+    ["model", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
     ["search", "backend", "ct2_backend"],
     ["decode"],

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import torch
 
+from mt.alignment import cross_attention
 from mt.batching import pad_sequences
 from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import Config, DecodeConfig, config_from_dict
@@ -37,6 +38,11 @@ class Backend(Protocol):
         tokens before EOS (max_len, (B,)), its input line number (`lines`, from 0) and, when given, the target
         tokens its output starts with (`prefixes`, no longer than its max_len) -> the `nbest` best hypotheses of
         each, best first (prefix included); with `opts.sampling`, `nbest` samples in the order drawn."""
+        ...
+
+    def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
+        """Per (source, target) pair, the cross-attention that aligns words (mt/alignment.py): (len(target),
+        len(source)), row j the step that predicted target token j."""
         ...
 
 
@@ -80,6 +86,13 @@ class ModelBackend:
             return [[h] for h in hyps]
         return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha, max_len=max_len,
                            nbest=nbest, use_cache=self.use_cache, prefix=prefix)
+
+
+    def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
+        """An ensemble's attention is the mean of its models'."""
+        models = list(self.model.models) if isinstance(self.model, Ensemble) else [self.model]
+        each = [cross_attention(model, sources, targets) for model in models]
+        return [sum(per_model) / len(models) for per_model in zip(*each)]
 
 
 def _prefix_tensor(prefixes: list[list[int]] | None, device) -> torch.Tensor | None:

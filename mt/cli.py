@@ -80,13 +80,14 @@ def translate(
     output_format: Annotated[str, typer.Option(help="text, or json: one object per input line.")] = "text",
     prefix: Annotated[bool, typer.Option("--prefix", help="Input lines are source<TAB>target prefix; each output "
                                          "starts with its prefix.")] = False,
+    alignment: Annotated[bool, typer.Option("--alignment", help="Add <TAB> and Moses word alignments i-j.")] = False,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
     from mt.decode import load_translator
-    from mt.translate import OUTPUT_FORMATS, decode_options, translate_file
+    from mt.translate import OUTPUT_FORMATS, LineFormat, decode_options, translate_file
 
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
@@ -96,7 +97,8 @@ def translate(
     opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
                           max_len_b=max_len_b, batch_tokens=batch_tokens, sampling=sampling or None, topk=topk,
                           topp=topp, temperature=temperature, seed=seed)
-    translate_file(tr, input, output, opts, nbest, scores, _warn, output_format, prefix)
+    fmt = LineFormat(nbest, scores, output_format, prefix, alignment)
+    translate_file(tr, input, output, opts, fmt, _warn)
 
 
 @app.command()
@@ -143,14 +145,14 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, **ov
 
     from mt.decode import load_translator
     from mt.files import atomic_write_text
-    from mt.translate import decode_options, run_translate
+    from mt.translate import LineFormat, decode_options, run_translate
 
     tr = load_translator(checkpoint, device, raw_weights=raw_weights)
     sink = io.StringIO()
     if not Path(src).is_file():
         raise MtError(f"{src}: no such file")
     with open(src, "rb") as source:
-        run_translate(tr, source, sink, decode_options(tr.cfg.decode, **overrides), None, False, _warn)
+        run_translate(tr, source, sink, decode_options(tr.cfg.decode, **overrides), LineFormat(), _warn)
     if output:
         atomic_write_text(Path(output), sink.getvalue())
     return sink.getvalue().splitlines()

@@ -67,6 +67,19 @@ class Ct2Backend:
         return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)
                  for tokens, score, log_prob in per_source] for per_source in hyps]
 
+    def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
+        """CTranslate2's attention (the layer and heads `mt export` set, as mt/alignment.py chooses) while it
+        decodes each target forced as its prefix."""
+        pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
+        target_pieces = [[self.tgt_sp.id_to_piece(t) for t in target] for target in targets]
+        out = self.translator.translate_batch(pieces, target_prefix=target_pieces, beam_size=1, min_decoding_length=0,
+                                              max_decoding_length=max((len(t) for t in targets), default=0) + 1,
+                                              return_attention=True)
+        # Rows: the decoding steps (the forced target, then EOS); columns: the batch's padded source positions.
+        return [torch.tensor(r.attention[0], dtype=torch.float32).reshape(-1, len(r.attention[0][0]) if
+                                                                            r.attention[0] else 0)[:len(t), :len(s)]
+                for r, s, t in zip(out, sources, targets)]
+
     def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None):
         """(pieces, score, log-prob) hypotheses per source, best first. CTranslate2 takes one length limit per
         call, so sources are searched with the largest limit, and those that ran past their own again with it."""

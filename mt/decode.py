@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from mt.backend import Backend, Translator, load_ensemble_translator, load_model_translator
+from mt.alignment import word_alignment
 from mt.batching import token_batches
 from mt.config import DecodeConfig
 from mt.errors import MtError
@@ -44,14 +46,23 @@ def load_translator(path: str | Path | list[str | Path], device: str = "auto", q
     return load_model_translator(path, device, quantize, raw_weights)
 
 
+class Translation(NamedTuple):
+    """One hypothesis of an input line, as text."""
+
+    text: str
+    score: float
+    alignment: str | None = None  # Moses-format word alignment (mt/alignment.py), when asked for
+
+
 def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig, *, nbest: int = 1,
-                  on_truncate=None, first_line: int = 0,
-                  prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+                  on_truncate=None, first_line: int = 0, prefixes: list[list[int]] | None = None,
+                  attention: bool = False) -> list[list[Hypothesis]]:
     """Hypotheses of token-id sentences (no EOS), in input order: `nbest` per sentence (beam size at least
     `nbest`; with opts.sampling, `nbest` samples), one empty hypothesis for an empty sentence. Sources too long
     for the model's positions are cut, calling `on_truncate(index, length, kept)` for each. Sentence i is input
     line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it. `prefixes[i]`
-    (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it."""
+    (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it. With
+    `attention`, each hypothesis carries its cross-attention over the source (`Backend.attention`)."""
     if not opts.sampling:
         opts = replace(opts, beam_size=max(opts.beam_size, nbest))
     limit = backend.max_positions - 1
@@ -74,17 +85,30 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
             max_len = torch.maximum(max_len, torch.tensor([len(p) for p in batch_prefixes]))
         found = backend.search([sources[i] for i in index], max_len, opts, nbest, [first_line + i for i in index],
                                batch_prefixes)
+        if attention:
+            pairs = [(sources[i], h) for i, hyps in zip(index, found) for h in hyps]
+            for (_, h), weights in zip(pairs, backend.attention([s for s, _ in pairs], [h.tokens for _, h in pairs])):
+                h.attention = weights
         for i, hyps in zip(index, found):
             results[i] = hyps
     return results
 
 
 def translate_lines(tr: Translator, lines: list[str], opts: DecodeConfig, *, nbest: int = 1,
-                    on_truncate=None, first_line: int = 0,
-                    prefixes: list[str] | None = None) -> list[list[tuple[str, float]]]:
-    """Detokenized (text, score) hypotheses per input line, each starting with its target prefix when
-    `prefixes` gives one (text; "" for none); see `translate_ids`."""
+                    on_truncate=None, first_line: int = 0, prefixes: list[str] | None = None,
+                    alignment: bool = False) -> list[list[Translation]]:
+    """Detokenized hypotheses per input line, each starting with its target prefix when `prefixes` gives one
+    (text; "" for none), with its word alignment when `alignment`; see `translate_ids`."""
     prefix_ids = tr.tgt_tokenizer.encode(prefixes) if prefixes is not None else None
-    hyps = translate_ids(tr.backend, tr.src_tokenizer.encode(lines), opts, nbest=nbest, on_truncate=on_truncate,
-                         first_line=first_line, prefixes=prefix_ids)
-    return [[(tr.tgt_tokenizer.decode(h.tokens), h.score) for h in per_line] for per_line in hyps]
+    sources = tr.src_tokenizer.encode(lines)
+    hyps = translate_ids(tr.backend, sources, opts, nbest=nbest, on_truncate=on_truncate, first_line=first_line,
+                         prefixes=prefix_ids, attention=alignment)
+    return [[Translation(tr.tgt_tokenizer.decode(h.tokens), h.score, _alignment(tr, source, h) if alignment else None)
+             for h in per_line] for source, per_line in zip(sources, hyps)]
+
+
+def _alignment(tr: Translator, source: list[int], h: Hypothesis) -> str:
+    if h.attention is None:  # an empty line: nothing decoded, nothing aligned
+        return ""
+    src_pieces = [tr.src_tokenizer.sp.id_to_piece(t) for t in source[:h.attention.size(1)]]
+    return word_alignment(h.attention, src_pieces, [tr.tgt_tokenizer.sp.id_to_piece(t) for t in h.tokens])

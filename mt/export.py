@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from mt.alignment import alignment_layer
 from mt.backend import load_model_translator
 from mt.config import config_to_dict
 from mt.ct2_backend import MARKER, import_ctranslate2
@@ -66,7 +67,9 @@ def transformer_spec(model: Transformer):
 
     cfg = model.cfg
     pre = cfg.norm == "pre"
-    spec = ts.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=pre)
+    # Attention for word alignment: mt's layer (mt/alignment.py) counted from the end, all heads averaged (0).
+    spec = ts.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=pre, alignment_heads=0,
+                                          alignment_layer=alignment_layer(cfg.n_layers) - cfg.n_layers)
     _embeddings(spec.encoder, model.src_embed, spec.encoder.embeddings[0])
     _embeddings(spec.decoder, model.tgt_embed, spec.decoder.embeddings)
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):

@@ -6,6 +6,8 @@ Masks follow mt/masks.py: boolean, True = may attend, or CAUSAL.
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 
 import torch
@@ -272,6 +274,19 @@ class Transformer(nn.Module):
 
     def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL):
         return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)
+
+
+@contextlib.contextmanager
+def kept_attention_weights(model: nn.Module):
+    """Within the block every attention module of `model` keeps its last weights in `.weights`."""
+    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    for m in modules:
+        m.keep_weights = True
+    try:
+        yield
+    finally:
+        for m in modules:
+            m.keep_weights, m.weights = False, None
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> Transformer:

@@ -6,7 +6,6 @@ attention weights captured during a real forward pass (`MultiHeadAttention.keep_
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from mt.backend import Translator
 from mt.decode import translate_ids
 from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
-from mt.model import MultiHeadAttention, Transformer, sinusoidal_positions
+from mt.model import kept_attention_weights, sinusoidal_positions
 from mt.run_log import metric_curves
 from mt.symbols import BOS, EOS, PAD
 
@@ -63,19 +62,6 @@ class AttentionMaps:
     encoder: list[np.ndarray]  # (H, S, S) self-attention per encoder layer
     decoder: list[np.ndarray]  # (H, T, T) self-attention per decoder layer
     cross: list[np.ndarray]  # (H, T, S) decoder-to-encoder attention per decoder layer
-
-
-@contextlib.contextmanager
-def kept_attention_weights(model: Transformer):
-    """Within the block every attention module of `model` keeps its last weights in `.weights`."""
-    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    for m in modules:
-        m.keep_weights = True
-    try:
-        yield
-    finally:
-        for m in modules:
-            m.keep_weights, m.weights = False, None
 
 
 @torch.no_grad()

@@ -27,6 +27,7 @@ class Hypothesis:
     tokens: list[int]  # without BOS and EOS
     score: float  # length-penalized log-probability
     log_prob: float  # plain sum of log-probabilities
+    attention: torch.Tensor | None = None  # (len(tokens), source length): asked for by word alignment
 
 
 def length_penalty(length: int, alpha: float) -> float:

@@ -2,7 +2,8 @@
 
 Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
 `index \\t score \\t hypothesis` (index counts input lines from 0); with --output-format json one object per
-input line, `{"line": index, "hypotheses": [{"text": ..., "score": ...}, ...]}`.
+input line, `{"line": index, "hypotheses": [{"text": ..., "score": ...}, ...]}`. With --alignment each result
+ends with `\\t` and its word alignment (`"alignment"` in json). With --prefix input lines are `source \\t prefix`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import queue
 import sys
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -21,7 +22,7 @@ import torch
 
 from mt.backend import Translator
 from mt.config import DecodeConfig, check_decode
-from mt.decode import translate_lines
+from mt.decode import Translation, translate_lines
 from mt.files import atomic_write
 
 
@@ -41,37 +42,54 @@ def _decode_line(raw: bytes, number: int, warn) -> str:
         return text.decode("utf-8", errors="replace")
 
 
-def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, nbest: int,
-                    warn, with_prefix: bool = False) -> list[list[tuple[str, float]]]:
+@dataclass(frozen=True)
+class LineFormat:
+    """How `mt translate` reads its input lines and writes its results."""
+
+    nbest: int | None = None  # K results per line, `index \t score \t text`
+    scores: bool = False  # `score \t text`
+    output_format: str = "text"  # text | json
+    prefix: bool = False  # input lines are `source \t target prefix`
+    alignment: bool = False  # add each result's word alignment (mt/alignment.py)
+
+
+def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, fmt: LineFormat,
+                    warn) -> list[list[Translation]]:
     """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning.
-    `with_prefix`: a line is `source<TAB>target prefix` (no tab: no prefix), and its output starts with the prefix."""
+    With `fmt.prefix` a line is `source<TAB>target prefix` (no tab: no prefix), and its output starts with it."""
     def truncated(i: int, length: int, kept: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
 
     prefixes = None
-    if with_prefix:
-        lines, prefixes = zip(*(line.partition("\t")[::2] for line in lines)) if lines else ([], [])
-        prefixes = [p.strip() for p in prefixes]
-    return translate_lines(tr, [line.strip() for line in lines], opts, nbest=nbest, on_truncate=truncated,
-                           first_line=first_number - 1, prefixes=prefixes)
+    if fmt.prefix:
+        split = [line.partition("\t") for line in lines]
+        lines, prefixes = [s for s, _, _ in split], [p.strip() for _, _, p in split]
+    return translate_lines(tr, [line.strip() for line in lines], opts, nbest=fmt.nbest or 1, on_truncate=truncated,
+                           first_line=first_number - 1, prefixes=prefixes, alignment=fmt.alignment)
 
 
 OUTPUT_FORMATS = ("text", "json")
 
 
-def format_results(results, first_index: int, nbest: int | None, scores: bool, output_format: str = "text") -> str:
+def format_results(results: list[list[Translation]], first_index: int, fmt: LineFormat) -> str:
+    nbest, scores, output_format = fmt.nbest, fmt.scores, fmt.output_format
     out = []
     for i, per_line in enumerate(results):
         padded = (per_line + per_line[-1:] * (nbest or 1))[:nbest or 1]  # an empty line has one (empty) hypothesis
         if output_format == "json":
-            hyps = [{"text": text, "score": round(score, 4)} for text, score in padded]
+            hyps = [{"text": h.text, "score": round(h.score, 4),
+                     **({"alignment": h.alignment} if h.alignment is not None else {})} for h in padded]
             out.append(json.dumps({"line": first_index + i, "hypotheses": hyps}, ensure_ascii=False))
         elif nbest:
-            out += [f"{first_index + i}\t{score:.4f}\t{text}" for text, score in padded]
+            out += [f"{first_index + i}\t{h.score:.4f}\t{h.text}{_aligned(h)}" for h in padded]
         else:
-            text, score = per_line[0]
-            out.append(f"{score:.4f}\t{text}" if scores else text)
+            h = per_line[0]
+            out.append((f"{h.score:.4f}\t" if scores else "") + h.text + _aligned(h))
     return "".join(line + "\n" for line in out)
+
+
+def _aligned(h) -> str:
+    return "" if h.alignment is None else f"\t{h.alignment}"
 
 
 def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
@@ -102,36 +120,33 @@ def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
         yield block
 
 
-def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, nbest: int | None,
-                  scores: bool, warn, wait_s: float = 0.05, max_lines: int = 2000, output_format: str = "text",
-                  with_prefix: bool = False) -> int:
+def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, fmt: LineFormat, warn,
+                  wait_s: float = 0.05, max_lines: int = 2000) -> int:
     """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
     count = 0
     for block in _stream_blocks(source, wait_s, max_lines):
         lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
         with torch.inference_mode():
-            results = translate_block(tr, lines, count + 1, opts, nbest or 1, warn, with_prefix)
-        sink.write(format_results(results, count, nbest, scores, output_format))
+            results = translate_block(tr, lines, count + 1, opts, fmt, warn)
+        sink.write(format_results(results, count, fmt))
         sink.flush()
         count += len(block)
     return count
 
 
 def translate_file(tr: Translator, input_path: str | None, output_path: str | None, opts: DecodeConfig,
-                   nbest: int | None, scores: bool, warn, output_format: str = "text", with_prefix: bool = False) -> int:
+                   fmt: LineFormat, warn) -> int:
     """stdin/stdout by default; an output file is written atomically (complete or not at all)."""
     source = open(input_path, "rb") if input_path else sys.stdin.buffer
     try:
         if output_path is None:
-            return run_translate(tr, source, sys.stdout, opts, nbest, scores, warn, output_format=output_format,
-                                 with_prefix=with_prefix)
+            return run_translate(tr, source, sys.stdout, opts, fmt, warn)
         count = 0
 
         def write(f):
             nonlocal count
             text = io.StringIO()
-            count = run_translate(tr, source, text, opts, nbest, scores, warn, output_format=output_format,
-                                  with_prefix=with_prefix)
+            count = run_translate(tr, source, text, opts, fmt, warn)
             f.write(text.getvalue().encode("utf-8"))
 
         atomic_write(Path(output_path), write)

@@ -110,3 +110,12 @@ def test_an_exported_directory_starts_each_output_with_its_prefix(exported):
                  input="Es zeigt Dateien an.\tThe files\nEin kleines Programm.\n").stdout.splitlines()
     plain = run_mt("translate", "-c", exported, "--beam-size", "2", input="Ein kleines Programm.\n").stdout
     assert out[0].startswith("The files") and out[1] == plain.strip()
+
+
+def test_an_exported_directory_aligns_as_mt_does(trained_tiny, exported):
+    lines = "".join(line + "\n" for line in LINES[:40])
+    ours = run_mt("translate", "-c", trained_tiny / "checkpoint_last.pt", "--alignment", "--beam-size", "1",
+                  input=lines).stdout.splitlines()
+    theirs = run_mt("translate", "-c", exported, "--alignment", "--beam-size", "1", input=lines).stdout.splitlines()
+    same_text = [(a, b) for a, b in zip(ours, theirs) if a.split("\t")[0] == b.split("\t")[0]]
+    assert len(same_text) >= 36 and sum(a == b for a, b in same_text) >= 0.9 * len(same_text)

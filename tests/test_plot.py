@@ -21,7 +21,8 @@ from mt.errors import MtError
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.model import build_model, sinusoidal_positions
 from mt.plot import plot_attention, plot_curves, plot_mask, plot_positions
-from mt.plot_data import attention_maps, kept_attention_weights, mask_tables, positions_table
+from mt.model import kept_attention_weights
+from mt.plot_data import attention_maps, mask_tables, positions_table
 from mt.run_log import TensorBoardLog, metric_curves
 from mt.symbols import BOS, PAD
 from mt.tokenizer import train_tokenizer

@@ -142,12 +142,12 @@ def translator(trained_tiny):
                           st.binary(max_size=40)), max_size=6))
 def test_translate_keeps_one_line_per_input_line(translator, lines):
     from mt.config import DecodeConfig
-    from mt.translate import run_translate
+    from mt.translate import LineFormat, run_translate
 
     lines = [line.replace(b"\n", b" ") for line in lines]
     source = io.BytesIO(b"".join(line + b"\n" for line in lines))
     sink = io.StringIO()
-    count = run_translate(translator, source, sink, DecodeConfig(beam_size=2, max_len_b=5), None, False,
+    count = run_translate(translator, source, sink, DecodeConfig(beam_size=2, max_len_b=5), LineFormat(),
                           warn=lambda message: None)
     assert count == len(lines)
     assert sink.getvalue().count("\n") == len(lines)

@@ -18,6 +18,7 @@ from mt.alignment import cross_attention
 from mt.batching import pad_sequences
 from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import Config, DecodeConfig, config_from_dict
+from mt.constraints import constrained_beam_search
 from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.masks import padding_mask
@@ -33,11 +34,13 @@ class Backend(Protocol):
     max_positions: int  # target and source positions the model has (EOS included)
 
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int], prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+               lines: list[int], prefixes: list[list[int]] | None = None,
+               constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens), each with its most target
         tokens before EOS (max_len, (B,)), its input line number (`lines`, from 0) and, when given, the target
         tokens its output starts with (`prefixes`, no longer than its max_len) -> the `nbest` best hypotheses of
-        each, best first (prefix included); with `opts.sampling`, `nbest` samples in the order drawn."""
+        each, best first (prefix included); with `opts.sampling`, `nbest` samples in the order drawn. With
+        `constraints`, each source's terms (target token ids) all appear in its hypotheses (mt/constraints.py)."""
         ...
 
     def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
@@ -69,7 +72,10 @@ class ModelBackend:
         return self.model.cfg.max_positions
 
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int], prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+               lines: list[int], prefixes: list[list[int]] | None = None,
+               constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+        if constraints is not None and any(constraints):
+            return self._constrained(sources, max_len, opts, nbest, lines, constraints)
         device = next(self.model.parameters()).device
         src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
         src_mask = padding_mask(src)
@@ -87,6 +93,26 @@ class ModelBackend:
         return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha, max_len=max_len,
                            nbest=nbest, use_cache=self.use_cache, prefix=prefix)
 
+
+    def _constrained(self, sources, max_len, opts: DecodeConfig, nbest: int, lines, constraints):
+        """Sentences with terms through constrained beam search; those without, as without the option."""
+        if opts.sampling:
+            raise MtError("constraints need beam search; they do not combine with sampling")
+        with_terms = [i for i, terms in enumerate(constraints) if terms]
+        others = [i for i, terms in enumerate(constraints) if not terms]
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        if others:
+            found = self.search([sources[i] for i in others], max_len[others], opts, nbest, [lines[i] for i in others])
+            for i, hyps in zip(others, found):
+                results[i] = hyps
+        device = next(self.model.parameters()).device
+        src = pad_sequences([torch.tensor(sources[i] + [EOS]) for i in with_terms]).to(device)
+        found = constrained_beam_search(self.model, src, padding_mask(src), beam_size=opts.beam_size,
+                                        alpha=opts.alpha, max_len=max_len[with_terms], nbest=nbest,
+                                        constraints=[constraints[i] for i in with_terms], use_cache=self.use_cache)
+        for i, hyps in zip(with_terms, found):
+            results[i] = hyps
+        return results
 
     def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
         """An ensemble's attention is the mean of its models'."""

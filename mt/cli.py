@@ -81,6 +81,8 @@ def translate(
     prefix: Annotated[bool, typer.Option("--prefix", help="Input lines are source<TAB>target prefix; each output "
                                          "starts with its prefix.")] = False,
     alignment: Annotated[bool, typer.Option("--alignment", help="Add <TAB> and Moses word alignments i-j.")] = False,
+    constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
+                                              "every term appears in the output.")] = False,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
 
@@ -97,7 +99,9 @@ def translate(
     opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
                           max_len_b=max_len_b, batch_tokens=batch_tokens, sampling=sampling or None, topk=topk,
                           topp=topp, temperature=temperature, seed=seed)
-    fmt = LineFormat(nbest, scores, output_format, prefix, alignment)
+    if prefix and constraints:
+        raise MtError("--prefix and --constraints both read the input's tab-separated fields; use one")
+    fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     translate_file(tr, input, output, opts, fmt, _warn)
 
 

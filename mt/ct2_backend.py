@@ -57,7 +57,11 @@ class Ct2Backend:
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int], prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+               lines: list[int], prefixes: list[list[int]] | None = None,
+               constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+        if constraints is not None and any(constraints):
+            raise MtError("constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
+                          "constrained search)")
         if opts.sampling:
             raise MtError("sampling decodes with a checkpoint, not an exported directory (mt's own sampler draws "
                           "the same samples for a line whatever its batch; CTranslate2's cannot promise that)")

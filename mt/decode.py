@@ -56,12 +56,13 @@ class Translation(NamedTuple):
 
 def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig, *, nbest: int = 1,
                   on_truncate=None, first_line: int = 0, prefixes: list[list[int]] | None = None,
-                  attention: bool = False) -> list[list[Hypothesis]]:
+                  constraints: list[list[list[int]]] | None = None, attention: bool = False) -> list[list[Hypothesis]]:
     """Hypotheses of token-id sentences (no EOS), in input order: `nbest` per sentence (beam size at least
     `nbest`; with opts.sampling, `nbest` samples), one empty hypothesis for an empty sentence. Sources too long
     for the model's positions are cut, calling `on_truncate(index, length, kept)` for each. Sentence i is input
     line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it. `prefixes[i]`
-    (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it. With
+    (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it; so it does
+    for `constraints[i]`, terms (target token ids) that must all appear in sentence i's output. With
     `attention`, each hypothesis carries its cross-attention over the source (`Backend.attention`)."""
     if not opts.sampling:
         opts = replace(opts, beam_size=max(opts.beam_size, nbest))
@@ -83,8 +84,12 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
         if prefixes is not None:
             batch_prefixes = [prefixes[i][:limit - 1] for i in index]
             max_len = torch.maximum(max_len, torch.tensor([len(p) for p in batch_prefixes]))
+        batch_terms = None
+        if constraints is not None:
+            batch_terms = [constraints[i] for i in index]
+            max_len = (max_len + torch.tensor([sum(map(len, terms)) for terms in batch_terms])).clamp(max=limit)
         found = backend.search([sources[i] for i in index], max_len, opts, nbest, [first_line + i for i in index],
-                               batch_prefixes)
+                               batch_prefixes, batch_terms)
         if attention:
             pairs = [(sources[i], h) for i, hyps in zip(index, found) for h in hyps]
             for (_, h), weights in zip(pairs, backend.attention([s for s, _ in pairs], [h.tokens for _, h in pairs])):
@@ -96,13 +101,17 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
 
 def translate_lines(tr: Translator, lines: list[str], opts: DecodeConfig, *, nbest: int = 1,
                     on_truncate=None, first_line: int = 0, prefixes: list[str] | None = None,
-                    alignment: bool = False) -> list[list[Translation]]:
+                    constraints: list[list[str]] | None = None, alignment: bool = False) -> list[list[Translation]]:
     """Detokenized hypotheses per input line, each starting with its target prefix when `prefixes` gives one
-    (text; "" for none), with its word alignment when `alignment`; see `translate_ids`."""
+    (text; "" for none), containing its terms when `constraints` gives some, with its word alignment when
+    `alignment`; see `translate_ids`."""
     prefix_ids = tr.tgt_tokenizer.encode(prefixes) if prefixes is not None else None
+    term_ids = None
+    if constraints is not None:
+        term_ids = [[t for t in tr.tgt_tokenizer.encode(terms) if t] for terms in constraints]
     sources = tr.src_tokenizer.encode(lines)
     hyps = translate_ids(tr.backend, sources, opts, nbest=nbest, on_truncate=on_truncate, first_line=first_line,
-                         prefixes=prefix_ids, attention=alignment)
+                         prefixes=prefix_ids, constraints=term_ids, attention=alignment)
     return [[Translation(tr.tgt_tokenizer.decode(h.tokens), h.score, _alignment(tr, source, h) if alignment else None)
              for h in per_line] for source, per_line in zip(sources, hyps)]
 

@@ -3,7 +3,7 @@
 Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
 `index \\t score \\t hypothesis` (index counts input lines from 0); with --output-format json one object per
 input line, `{"line": index, "hypotheses": [{"text": ..., "score": ...}, ...]}`. With --alignment each result
-ends with `\\t` and its word alignment (`"alignment"` in json). With --prefix input lines are `source \\t prefix`.
+ends with `\\t` and its word alignment (`"alignment"` in json). With --prefix input lines are `source \\t prefix`; with --constraints `source \\t term \\t term ...`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class LineFormat:
     scores: bool = False  # `score \t text`
     output_format: str = "text"  # text | json
     prefix: bool = False  # input lines are `source \t target prefix`
+    constraints: bool = False  # input lines are `source \t term \t term ...`: terms the output must contain
     alignment: bool = False  # add each result's word alignment (mt/alignment.py)
 
 
@@ -60,12 +61,16 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
     def truncated(i: int, length: int, kept: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
 
-    prefixes = None
+    prefixes = terms = None
     if fmt.prefix:
         split = [line.partition("\t") for line in lines]
         lines, prefixes = [s for s, _, _ in split], [p.strip() for _, _, p in split]
+    if fmt.constraints:
+        fields = [line.split("\t") for line in lines]
+        lines, terms = [f[0] for f in fields], [[t.strip() for t in f[1:] if t.strip()] for f in fields]
     return translate_lines(tr, [line.strip() for line in lines], opts, nbest=fmt.nbest or 1, on_truncate=truncated,
-                           first_line=first_number - 1, prefixes=prefixes, alignment=fmt.alignment)
+                           first_line=first_number - 1, prefixes=prefixes, constraints=terms,
+                           alignment=fmt.alignment)
 
 
 OUTPUT_FORMATS = ("text", "json")

@@ -14,7 +14,7 @@ LAYERS = [
     ["data", "corpus", "batching", "mixing", "prepare"],
     ["model", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
-    ["alignment", "search", "backend", "ct2_backend"],
+    ["alignment", "search", "constraints", "backend", "ct2_backend"],
     ["decode"],
     ["train", "translate", "export", "bench", "info", "plot", "plot_data"],
     ["cli", "__main__", "__init__"],

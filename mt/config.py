@@ -183,7 +183,9 @@ def data_identity(cfg: Config) -> dict:
     run must agree on these. `data.pad_to_multiple` only widens batch tensors, so it may change; with
     `train.init_from`, the tokenizers are that checkpoint's."""
     d = config_to_dict(cfg)
-    identity = {"data": {k: v for k, v in d["data"].items() if k != "pad_to_multiple"}, "tokenizer": d["tokenizer"]}
+    # An empty data.train is left out, so caches and checkpoints made before it existed still match.
+    data = {k: v for k, v in d["data"].items() if k != "pad_to_multiple" and not (k == "train" and not v)}
+    identity = {"data": data, "tokenizer": d["tokenizer"]}
     if cfg.train.init_from:
         identity["train"] = {"init_from": cfg.train.init_from}
     return identity

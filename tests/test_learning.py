@@ -99,6 +99,27 @@ def test_synthetic_reverse_and_map_task_reaches_bleu_90(tmp_path):
     print(f"synthetic task: greedy BLEU {result['bleu']['score']:.2f} on 200 unseen sentences; "
           f"training took {trained:.0f}s")
     assert result["bleu"]["score"] >= 90
+    precision, recall = _reversal_alignment_scores(tmp_path / "run" / "checkpoint_best.pt", dev_src, dev_tgt)
+    print(f"synthetic task: word alignment precision {precision:.1%}, recall {recall:.1%} (source word i is "
+          "target word n-1-i) on the correctly translated sentences")
+    assert precision >= 0.8 and recall >= 0.8
+
+
+def _reversal_alignment_scores(checkpoint, dev_src: list[str], dev_tgt: list[str]) -> tuple[float, float]:
+    """`mt translate --alignment` against the known alignment of the reversal task, over the sentences it
+    translated exactly: (share of its links that are right, share of the right links it found)."""
+    out = run_mt("translate", "-c", checkpoint, "--beam-size", "1", "--alignment",
+                 input="".join(line + "\n" for line in dev_src)).stdout.splitlines()
+    found = right = expected = 0
+    for src, ref, row in zip(dev_src, dev_tgt, out):
+        text, alignment = row.split("\t")
+        if text != ref:
+            continue
+        n = len(src.split())
+        links = {tuple(map(int, link.split("-"))) for link in alignment.split()}
+        truth = {(i, n - 1 - i) for i in range(n)}
+        found, right, expected = found + len(links), right + len(links & truth), expected + len(truth)
+    return right / max(found, 1), right / max(expected, 1)
 
 
 # Calibrated on the 2-core CPU (issue 12): the training loss over updates 176-200 was 6.417 / 6.421 / 6.416 /

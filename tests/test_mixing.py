@@ -2,11 +2,12 @@
 across ranks without overlap; tags in the prepared data; the log of a two-corpus run."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
-from mt.config import load_config
+from mt.config import data_identity, load_config
 from mt.corpus import encode_corpus
 from mt.mixing import MixedSchedule, batch_shares, training_schedule
 from mt.prepare import prepare_data
@@ -66,6 +67,11 @@ def test_a_mixed_schedule_resumes_exactly_and_ranks_share_out_each_corpus():
     for k in range(2):
         orders = [r.schedules[k]._order for r in ranks]
         assert not set(orders[0]) & set(orders[1])
+
+
+def test_caches_and_checkpoints_from_before_data_train_still_match():
+    cfg = load_config(TINY, [s for s in tiny_overrides(Path("/tmp/x")) if s != "--set"])
+    assert "train" not in data_identity(cfg)["data"]  # an empty list is left out of what they are compared on
 
 
 def test_one_corpus_is_scheduled_as_with_train_src():

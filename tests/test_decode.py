@@ -15,8 +15,9 @@ class RecordingBackend:
     def __init__(self):
         self.calls = []
 
-    def search(self, sources, max_len, opts, nbest):
+    def search(self, sources, max_len, opts, nbest, lines, prefixes=None, constraints=None):
         self.calls.append((sources, max_len.tolist(), opts, nbest))
+        self.lines = getattr(self, "lines", []) + lines
         return [[Hypothesis(s[::-1], -float(i), -float(i)) for i in range(nbest)] for s in sources]
 
 
@@ -28,6 +29,12 @@ def test_empty_lines_never_reach_the_backend_and_get_one_empty_hypothesis():
     results = translate_ids(backend, [[5, 6], [], [7]], OPTS)
     assert [[h.tokens for h in per] for per in results] == [[[6, 5]], [[]], [[7]]]
     assert all(source for sources, *_ in backend.calls for source in sources)
+
+
+def test_the_backend_learns_each_sources_input_line_number():
+    backend = RecordingBackend()
+    translate_ids(backend, [[5, 6], [], [7, 8, 9], [4]], replace(OPTS, batch_tokens=3), first_line=10)
+    assert sorted(backend.lines) == [10, 12, 13]  # the empty line 11 is not decoded
 
 
 def test_long_sources_are_cut_to_the_positions_with_a_warning_per_line():

@@ -125,13 +125,14 @@ class Sampler:
         if 0 < self.topk < logits.size(-1):
             kth = logits.topk(self.topk, dim=-1).values[:, -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs, order = logits.softmax(-1).sort(dim=-1, descending=True, stable=True)
+        probs, order = logits.softmax(-1), None
         if self.topp < 1.0:  # keep the most probable tokens until they hold topp (the first always stays)
+            probs, order = probs.sort(dim=-1, descending=True, stable=True)
             probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.topp, 0.0)
-        cdf = probs.cumsum(-1)
+        cdf = probs.cumsum(-1)  # in token order, or in order of probability for top-p (no sort otherwise)
         uniform = torch.tensor([torch.rand((), generator=self.streams[r]).item() for r in rows], dtype=cdf.dtype)
         pick = (cdf < uniform.to(cdf.device)[:, None] * cdf[:, -1:]).sum(-1).clamp(max=cdf.size(-1) - 1)
-        return order.gather(1, pick[:, None]).squeeze(1)
+        return pick if order is None else order.gather(1, pick[:, None]).squeeze(1)
 
 
 def _row_seed(seed: int, line: int, sample: int) -> int:

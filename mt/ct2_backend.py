@@ -62,12 +62,12 @@ class Ct2Backend:
         if constraints is not None and any(constraints):
             raise MtError("constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
                           "constrained search)")
-        if opts.sampling:
-            raise MtError("sampling decodes with a checkpoint, not an exported directory (mt's own sampler draws "
-                          "the same samples for a line whatever its batch; CTranslate2's cannot promise that)")
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
         target_prefix = [[self.tgt_sp.id_to_piece(t) for t in p] for p in prefixes] if prefixes else None
-        hyps = self._search(pieces, max_len.tolist(), opts, nbest, target_prefix)
+        if opts.sampling:
+            hyps = self._samples(pieces, max_len.tolist(), opts, nbest, target_prefix)
+        else:
+            hyps = self._search(pieces, max_len.tolist(), opts, nbest, target_prefix)
         return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)
                  for tokens, score, log_prob in per_source] for per_source in hyps]
 
@@ -84,6 +84,18 @@ class Ct2Backend:
                                                                             r.attention[0] else 0)[:len(t), :len(s)]
                 for r, s, t in zip(out, sources, targets)]
 
+    def _samples(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None):
+        """`nbest` samples per source, in the order drawn: each source repeated, one sample each (as mt draws).
+        CTranslate2's sampler has one random stream per call (seeded from opts.seed), so unlike mt's, what a
+        line draws depends on the lines that share its batch."""
+        import_ctranslate2().set_random_seed(opts.seed)
+
+        def repeat(values):
+            return None if values is None else [v for v in values for _ in range(nbest)]
+
+        drawn = self._search(repeat(pieces), repeat(max_len), opts, 1, repeat(target_prefix))
+        return [[h for one in drawn[i:i + nbest] for h in one] for i in range(0, len(drawn), nbest)]
+
     def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None):
         """(pieces, score, log-prob) hypotheses per source, best first. CTranslate2 takes one length limit per
         call, so sources are searched with the largest limit, and those that ran past their own again with it."""
@@ -92,6 +104,9 @@ class Ct2Backend:
         options = dict(beam_size=opts.beam_size, num_hypotheses=nbest,
                        length_penalty=opts.alpha if opts.beam_size > 1 else 0.0, min_decoding_length=0,
                        return_scores=True, return_end_token=True)
+        if opts.sampling:  # nbest samples of one draw each (CTranslate2's top-k 0 is the whole vocabulary, as mt's)
+            options.update(beam_size=1, length_penalty=0.0, sampling_topk=opts.topk, sampling_topp=opts.topp,
+                           sampling_temperature=opts.temperature)
         out = self.translator.translate_batch(pieces, max_decoding_length=max(max_len, default=1),
                                               target_prefix=target_prefix, **options)
         for limit in sorted(set(max_len)):

@@ -119,3 +119,13 @@ def test_an_exported_directory_aligns_as_mt_does(trained_tiny, exported):
     theirs = run_mt("translate", "-c", exported, "--alignment", "--beam-size", "1", input=lines).stdout.splitlines()
     same_text = [(a, b) for a, b in zip(ours, theirs) if a.split("\t")[0] == b.split("\t")[0]]
     assert len(same_text) >= 36 and sum(a == b for a, b in same_text) >= 0.9 * len(same_text)
+
+
+def test_an_exported_directory_samples_with_ctranslate2(exported):
+    text = "Ein kleines Programm.\nEs zeigt Dateien an.\n"
+    args = ["translate", "-c", exported, "--sampling", "--nbest", "3", "--seed", "4"]
+    out = run_mt(*args, input=text).stdout
+    assert len(out.splitlines()) == 6 and run_mt(*args, input=text).stdout == out  # same seed, same batch
+    greedy = run_mt("translate", "-c", exported, "--beam-size", "1", input=text).stdout.splitlines()
+    top1 = run_mt(*args, "--topk", "1", input=text).stdout.splitlines()
+    assert [row.split("\t")[2] for row in top1] == [g for g in greedy for _ in range(3)]

@@ -102,7 +102,8 @@ def test_synthetic_reverse_and_map_task_reaches_bleu_90(tmp_path):
     precision, recall = _reversal_alignment_scores(tmp_path / "run" / "checkpoint_best.pt", dev_src, dev_tgt)
     print(f"synthetic task: word alignment precision {precision:.1%}, recall {recall:.1%} (source word i is "
           "target word n-1-i) on the correctly translated sentences")
-    assert precision >= 0.8 and recall >= 0.8
+    assert precision >= 0.7 and recall >= 0.9  # seed 1 measured 80.5% and 99.8%: a target word of two pieces
+    # whose pieces attend to different source words adds a wrong link; a missed link is rare
 
 
 def _reversal_alignment_scores(checkpoint, dev_src: list[str], dev_tgt: list[str]) -> tuple[float, float]:

@@ -26,16 +26,16 @@ import torch.nn.functional as F
 
 from mt.cache import DecoderCache
 from mt.model import Transformer
-from mt.search import (
+from mt.search import (  # beam search's bookkeeping, shared
+    Beams,
+    Finished,
     Hypothesis,
-    _advance,
-    _Beams,
-    _collect_finished,
-    _decoder_input,
-    _Finished,
-    _indices,
-    _next_token_logits,
+    advance_beams,
+    collect_finished,
+    decoder_input,
+    indices_of,
     length_penalty,
+    next_token_logits,
 )
 from mt.symbols import EOS
 
@@ -123,19 +123,19 @@ def constrained_beam_search(model: Transformer, src, src_mask, *, beam_size: int
     banks = int(terms.lengths.sum(1).max()) + 1
     start_score = torch.full((batch, k), float("-inf"), device=device)
     start_score[:, 0] = 0.0
-    beams = _Beams(torch.arange(batch, device=device),
+    beams = Beams(torch.arange(batch, device=device),
                    torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
                    model.encode(src, src_mask), src_mask,
                    DecoderCache(len(model.decoder_layers), steps, group=k) if use_cache else None)
     no_term = (terms.lengths == 0).repeat_interleave(k, 0)
     progress = _Progress(no_term, torch.full((batch * k,), -1, device=device),
                          torch.zeros(batch * k, dtype=torch.long, device=device))
-    finished = _Finished.empty(batch, max(k, nbest), steps, device)
+    finished = Finished.empty(batch, max(k, nbest), steps, device)
     for step in range(steps):
         n = beams.sentence.size(0)
         sentence_of_row = beams.sentence.repeat_interleave(k)
         row_terms, row_lengths = terms.tokens[sentence_of_row], terms.lengths[sentence_of_row]
-        log_probs = _next_token_logits(model, beams.memory, beams.src_mask, _decoder_input(beams.tokens, step, use_cache),
+        log_probs = next_token_logits(model, beams.memory, beams.src_mask, decoder_input(beams.tokens, step, use_cache),
                                        beams.cache).float().log_softmax(-1)
         anyway = _ending_anyway(progress, beams.score, finished, beams.sentence, max_len, step, k)
         log_probs = _may_end(log_probs, progress, anyway, beams.sentence, max_len, step, k)
@@ -149,7 +149,7 @@ def constrained_beam_search(model: Transformer, src, src_mask, *, beam_size: int
         complete = (bank == terms.lengths.sum(1)[beams.sentence, None]) | anyway[:, None]
         best_complete = score.masked_fill(~complete, float("-inf")).topk(k, dim=1).indices
         ends = (tokens == EOS) & torch.isfinite(score)
-        _collect_finished(finished, beams, score.gather(1, best_complete), beam_of.gather(1, best_complete),
+        collect_finished(finished, beams, score.gather(1, best_complete), beam_of.gather(1, best_complete),
                           tokens.gather(1, best_complete).masked_fill(~ends.gather(1, best_complete), -1), k,
                           length_penalty(step + 1, alpha))
         live = _allocate(score, bank, ~ends, k, banks)  # (N, K) candidate indices
@@ -161,13 +161,13 @@ def constrained_beam_search(model: Transformer, src, src_mask, *, beam_size: int
         progress = _Progress(after.met.flatten(0, 1)[chosen_rows], after.inside.flatten()[chosen_rows],
                              after.done_tokens.flatten()[chosen_rows])
         if n_going < n:
-            progress = progress.rows((_indices(~done, n_going)[:, None] * k + torch.arange(k, device=device)).view(-1))
-        beams = _advance(beams, score.gather(1, live), beam_of.gather(1, live), tokens.gather(1, live), ~done,
+            progress = progress.rows((indices_of(~done, n_going)[:, None] * k + torch.arange(k, device=device)).view(-1))
+        beams = advance_beams(beams, score.gather(1, live), beam_of.gather(1, live), tokens.gather(1, live), ~done,
                                n_going, k, step)
     return finished.hypotheses(nbest)
 
 
-def _ending_anyway(progress: _Progress, row_score, finished: _Finished, sentence, max_len, step: int,
+def _ending_anyway(progress: _Progress, row_score, finished: Finished, sentence, max_len, step: int,
                    k: int) -> torch.Tensor:
     """(N,) sentences at their length limit with no finished hypothesis and no live one that met every term:
     they end with terms unmet, so that every line gets an output."""

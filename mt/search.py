@@ -1,7 +1,9 @@
 """Search strategies over mt's model: greedy and beam search, with incremental (KV-cached) decoding.
 
 A strategy takes one batch of encoded sources and returns hypotheses; preparing lines and batching them is the
-front end's (mt/decode.py). Sampling is greedy search with a `Sampler` choosing the tokens. Each strategy scores a step through `_step_top_tokens` and drives the cache
+front end's (mt/decode.py). Sampling is greedy search with a `Sampler` choosing the tokens; constrained beam
+search (mt/constraints.py) reuses beam search's bookkeeping (`Beams`, `Finished`, `collect_finished`,
+`advance_beams`). Each strategy scores a step through `_step_top_tokens` and drives the cache
 (mt/cache.py) through `begin_step`, `advance` and `keep`; a new strategy is a new function here.
 
 Hypothesis scores are sum of token log-probabilities (EOS included) divided by the GNMT length penalty
@@ -65,7 +67,7 @@ def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Te
     One fused log_softmax, then topk: on a CPU, 2x faster than topk on the logits shifted by their logsumexp
     (which never writes the (N, V) log-probs, but takes three passes over the logits).
     """
-    log_probs = _next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
+    log_probs = next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
     log_probs = _only_forced(log_probs, forced)
     top, tokens = log_probs.topk(min(n, log_probs.size(-1)), dim=1)
     only_eos = torch.full_like(top, float("-inf"))
@@ -75,7 +77,7 @@ def _step_top_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.Te
     return top, tokens
 
 
-def _next_token_logits(model, memory, src_mask, tgt_in, cache: DecoderCache | None) -> torch.Tensor:
+def next_token_logits(model, memory, src_mask, tgt_in, cache: DecoderCache | None) -> torch.Tensor:
     """(N, V) logits of each row's next token. memory (B, S, D) has one row per sentence, shared by its
     G = N / B rows. With a cache `tgt_in` is each row's last token (N, 1); without one (the reference the cache
     is tested against), the whole prefix (N, t+1) is recomputed, and the memory repeated per row."""
@@ -87,7 +89,7 @@ def _next_token_logits(model, memory, src_mask, tgt_in, cache: DecoderCache | No
     return model.decode(memory, src_mask, tgt_in, target_mask(tgt_in))[:, -1]
 
 
-def _decoder_input(tokens: torch.Tensor, step: int, cached: bool) -> torch.Tensor:
+def decoder_input(tokens: torch.Tensor, step: int, cached: bool) -> torch.Tensor:
     """BOS + tokens[:, :step] (N, step+1) to recompute the prefix, or only its last token (N, 1) with a cache."""
     if cached and step > 0:
         return tokens[:, step - 1:step]
@@ -95,7 +97,7 @@ def _decoder_input(tokens: torch.Tensor, step: int, cached: bool) -> torch.Tenso
     return bos if cached else torch.cat([bos, tokens[:, :step]], dim=1)
 
 
-def _indices(mask: torch.Tensor, count: int) -> torch.Tensor:
+def indices_of(mask: torch.Tensor, count: int) -> torch.Tensor:
     """Indices of the `count` True entries of `mask` (N,), in order; unlike nonzero() it does not ask the
     device how many there are."""
     return (~mask).byte().argsort(stable=True)[:count]
@@ -145,7 +147,7 @@ def _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.
     """Each row's drawn next token (EOS where `force_eos`, its `forced` token where it has one) and its
     log-probability under the model itself (temperature 1, nothing cut), so a sample is scored like a search
     result: both (N,)."""
-    log_probs = _next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
+    log_probs = next_token_logits(model, memory, src_mask, tgt_in, cache).float().log_softmax(-1)
     tokens = sampler.draw(_only_forced(log_probs, forced), rows.tolist()).masked_fill(force_eos, EOS)
     return log_probs.gather(1, tokens[:, None]).squeeze(1), tokens
 
@@ -187,7 +189,7 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
         if n_going == 0:
             break
         if n_going < going.numel():
-            keep = _indices(going, n_going)
+            keep = indices_of(going, n_going)
             alive, memory, src_mask, best = alive[keep], memory[keep], src_mask[keep], best[keep]
             if cache is not None:
                 cache.keep(keep)
@@ -198,7 +200,7 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
 
 
 @dataclass
-class _Beams:
+class Beams:
     """Live hypotheses of the sentences still searching; rows are sentence-major, K rows per sentence."""
 
     sentence: torch.Tensor  # (N,) original index of each live sentence
@@ -210,7 +212,7 @@ class _Beams:
 
 
 @dataclass
-class _Finished:
+class Finished:
     """The best `slots` finished hypotheses of every sentence (by original index), best first."""
 
     score: torch.Tensor  # (B, slots) float64 length-penalized log-prob, -inf in empty slots
@@ -218,7 +220,7 @@ class _Finished:
     tokens: torch.Tensor  # (B, slots, steps) EOS after the hypothesis
 
     @classmethod
-    def empty(cls, batch: int, slots: int, steps: int, device) -> _Finished:
+    def empty(cls, batch: int, slots: int, steps: int, device) -> Finished:
         return cls(torch.full((batch, slots), float("-inf"), dtype=torch.float64, device=device),
                    torch.zeros(batch, slots, device=device),
                    torch.full((batch, slots, steps), EOS, dtype=torch.long, device=device))
@@ -247,25 +249,25 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     memory = model.encode(src, src_mask)
     start_score = torch.full((batch, k), float("-inf"), device=device)
     start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
-    beams = _Beams(torch.arange(batch, device=device),
+    beams = Beams(torch.arange(batch, device=device),
                    torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
                    memory, src_mask,
                    DecoderCache(len(model.decoder_layers), steps, group=k) if use_cache else None)
-    finished = _Finished.empty(batch, max(k, nbest), steps, device)
+    finished = Finished.empty(batch, max(k, nbest), steps, device)
     for step in range(steps):
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)
-        tgt_in = _decoder_input(beams.tokens, step, use_cache)
+        tgt_in = decoder_input(beams.tokens, step, use_cache)
         forced = None if prefix is None else _forced_tokens(prefix, beams.sentence.repeat_interleave(k), step)
         top_log_probs, top_tokens = _step_top_tokens(model, beams.memory, beams.src_mask, tgt_in, beams.cache, force,
                                                      2 * k, forced)
         cand_score, cand_beam, cand_token = _expand(beams.score, top_log_probs, top_tokens, k)
-        _collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, length_penalty(step + 1, alpha))
+        collect_finished(finished, beams, cand_score, cand_beam, cand_token, k, length_penalty(step + 1, alpha))
         live_score, live_beam, live_token = _best_live(cand_score, cand_beam, cand_token, k)
         done = _sentences_done(finished, beams.sentence, max_len, step, k)
         n_going = int((~done).sum())  # the step's one read from the device
         if n_going == 0:
             break
-        beams = _advance(beams, live_score, live_beam, live_token, ~done, n_going, k, step)
+        beams = advance_beams(beams, live_score, live_beam, live_token, ~done, n_going, k, step)
     return finished.hypotheses(nbest)
 
 
@@ -278,7 +280,7 @@ def _expand(score, top_log_probs, top_tokens, k):
     return cand_score, flat // n, top_tokens.view(-1, k * n).gather(1, flat)
 
 
-def _collect_finished(finished: _Finished, beams: _Beams, cand_score, cand_beam, cand_token, k, penalty: float):
+def collect_finished(finished: Finished, beams: Beams, cand_score, cand_beam, cand_token, k, penalty: float):
     """EOS candidates ranked within the top K join their sentence's finished hypotheses, scored with the
     length penalty of this step (`penalty`); each sentence keeps its best, earlier ones first among equals."""
     ends = (cand_token[:, :k] == EOS) & torch.isfinite(cand_score[:, :k])  # (N, K)
@@ -300,7 +302,7 @@ def _best_live(cand_score, cand_beam, cand_token, k):
     return cand_score.gather(1, order), cand_beam.gather(1, order), cand_token.gather(1, order)
 
 
-def _sentences_done(finished: _Finished, sentence, max_len, step, k) -> torch.Tensor:
+def _sentences_done(finished: Finished, sentence, max_len, step, k) -> torch.Tensor:
     """(N,) True where the sentence reached its length limit or has K finished hypotheses.
 
     Departs from an exact search, which would go on while a live hypothesis could still beat the worst
@@ -308,7 +310,7 @@ def _sentences_done(finished: _Finished, sentence, max_len, step, k) -> torch.Te
     return (max_len[sentence] <= step) | torch.isfinite(finished.score[sentence, k - 1])
 
 
-def _advance(beams: _Beams, live_score, live_beam, live_token, going, n_going: int, k: int, step: int) -> _Beams:
+def advance_beams(beams: Beams, live_score, live_beam, live_token, going, n_going: int, k: int, step: int) -> Beams:
     """Extend the live beams of the `n_going` sentences in `going` (N,) by their chosen tokens; drop the others.
     The cache learns which beam each row continues (no keys move) and forgets the sentences that end."""
     rows = torch.arange(going.size(0), device=going.device)[:, None] * k + live_beam  # (N, K)
@@ -316,11 +318,11 @@ def _advance(beams: _Beams, live_score, live_beam, live_token, going, n_going: i
     if cache is not None:
         cache.advance(parents=live_beam)
     if n_going < going.size(0):
-        keep = _indices(going, n_going)
+        keep = indices_of(going, n_going)
         rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
         memory, src_mask = memory[keep], src_mask[keep]
         if cache is not None:
             cache.keep(keep)
     tokens = beams.tokens[rows.view(-1)]
     tokens[:, step] = live_token.view(-1)
-    return _Beams(sentence, tokens, live_score.reshape(-1), memory, src_mask, cache)
+    return Beams(sentence, tokens, live_score.reshape(-1), memory, src_mask, cache)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from mt.batching import pad_sequences
-from mt.masks import padding_mask
+from mt.batching import pad_sequences, source_batch
 from mt.model import Transformer, kept_attention_weights
-from mt.symbols import BOS, EOS
+from mt.symbols import BOS
 
 WORD_START = "\u2581"  # sentencepiece's ▁
 
@@ -31,9 +30,8 @@ def cross_attention(model: Transformer, sources: list[list[int]], targets: list[
     """Per pair, (len(target), len(source)) attention of each target piece over the source pieces (EOS left
     out), from one teacher-forced pass of the batch: row j is the step that predicted target piece j."""
     device = next(model.parameters()).device
-    src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
+    src, src_mask = source_batch(sources, device)
     tgt_in = pad_sequences([torch.tensor([BOS, *t]) for t in targets]).to(device)
-    src_mask = padding_mask(src)
     layer = model.decoder_layers[alignment_layer(len(model.decoder_layers))]
     with kept_attention_weights(layer):
         model.decode(model.encode(src, src_mask), src_mask, tgt_in)

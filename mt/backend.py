@@ -15,18 +15,16 @@ from typing import Protocol
 import torch
 
 from mt.alignment import cross_attention
-from mt.batching import pad_sequences
+from mt.batching import pad_sequences, source_batch
 from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.constraints import constrained_beam_search
 from mt.ensemble import Ensemble
 from mt.errors import MtError
-from mt.masks import padding_mask
 from mt.model import Transformer, build_model
 from mt.quantize import quantize_int8
 from mt.runtime import pick_device
 from mt.search import Hypothesis, Sampler, beam_search, greedy_search
-from mt.symbols import EOS
 from mt.tokenizer import Tokenizer
 
 
@@ -77,8 +75,7 @@ class ModelBackend:
         if constraints is not None and any(constraints):
             return self._constrained(sources, max_len, opts, nbest, lines, constraints)
         device = next(self.model.parameters()).device
-        src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
-        src_mask = padding_mask(src)
+        src, src_mask = source_batch(sources, device)
         prefix = _prefix_tensor(prefixes, device)
         if opts.sampling:  # nbest rows per sentence, each drawing on its own
             def repeat(t):
@@ -93,7 +90,6 @@ class ModelBackend:
         return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha, max_len=max_len,
                            nbest=nbest, use_cache=self.use_cache, prefix=prefix)
 
-
     def _constrained(self, sources, max_len, opts: DecodeConfig, nbest: int, lines, constraints):
         """Sentences with terms through constrained beam search; those without, as without the option."""
         if opts.sampling:
@@ -105,9 +101,8 @@ class ModelBackend:
             found = self.search([sources[i] for i in others], max_len[others], opts, nbest, [lines[i] for i in others])
             for i, hyps in zip(others, found):
                 results[i] = hyps
-        device = next(self.model.parameters()).device
-        src = pad_sequences([torch.tensor(sources[i] + [EOS]) for i in with_terms]).to(device)
-        found = constrained_beam_search(self.model, src, padding_mask(src), beam_size=opts.beam_size,
+        src, src_mask = source_batch([sources[i] for i in with_terms], next(self.model.parameters()).device)
+        found = constrained_beam_search(self.model, src, src_mask, beam_size=opts.beam_size,
                                         alpha=opts.alpha, max_len=max_len[with_terms], nbest=nbest,
                                         constraints=[constraints[i] for i in with_terms], use_cache=self.use_cache)
         for i, hyps in zip(with_terms, found):
@@ -125,8 +120,7 @@ def _prefix_tensor(prefixes: list[list[int]] | None, device) -> torch.Tensor | N
     """Target prefixes as (B, longest) token ids, -1 after each; None when no sentence has one."""
     if not prefixes or not any(prefixes):
         return None
-    rows = [torch.tensor(p, dtype=torch.long) for p in prefixes]
-    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=-1).to(device)
+    return pad_sequences([torch.tensor(p, dtype=torch.long) for p in prefixes], padding_value=-1).to(device)
 
 
 def load_model_translator(path: str | Path, device: str = "auto", quantize: str | None = None,

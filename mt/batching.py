@@ -124,8 +124,14 @@ def _gather_rows(flat: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor
     return torch.where(inside, flat[where].long(), PAD)
 
 
-def pad_sequences(seqs: list[torch.Tensor]) -> torch.Tensor:
-    return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True, padding_value=PAD)
+def pad_sequences(seqs: list[torch.Tensor], padding_value: int = PAD) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True, padding_value=padding_value)
+
+
+def source_batch(sources: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id sources (no EOS) as one batch to decode: src (B, S), each + EOS, PAD-padded, and its mask."""
+    src = pad_sequences([torch.tensor(s + [EOS]) for s in sources]).to(device)
+    return src, padding_mask(src)
 
 
 def collate(corpus: Corpus, indices: list[int], pad_to_multiple: int = 1) -> Batch:

@@ -24,10 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from mt.cache import DecoderCache
 from mt.model import Transformer
 from mt.search import (  # beam search's bookkeeping, shared
-    Beams,
     Finished,
     Hypothesis,
     advance_beams,
@@ -36,6 +34,7 @@ from mt.search import (  # beam search's bookkeeping, shared
     indices_of,
     length_penalty,
     next_token_logits,
+    start_beams,
 )
 from mt.symbols import EOS
 
@@ -121,16 +120,10 @@ def constrained_beam_search(model: Transformer, src, src_mask, *, beam_size: int
     steps = int(max_len.max()) + 1
     terms = _Terms.of(constraints, device)
     banks = int(terms.lengths.sum(1).max()) + 1
-    start_score = torch.full((batch, k), float("-inf"), device=device)
-    start_score[:, 0] = 0.0
-    beams = Beams(torch.arange(batch, device=device),
-                   torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
-                   model.encode(src, src_mask), src_mask,
-                   DecoderCache(len(model.decoder_layers), steps, group=k) if use_cache else None)
+    beams, finished = start_beams(model, src, src_mask, k, steps, nbest, use_cache)
     no_term = (terms.lengths == 0).repeat_interleave(k, 0)
     progress = _Progress(no_term, torch.full((batch * k,), -1, device=device),
                          torch.zeros(batch * k, dtype=torch.long, device=device))
-    finished = Finished.empty(batch, max(k, nbest), steps, device)
     for step in range(steps):
         n = beams.sentence.size(0)
         sentence_of_row = beams.sentence.repeat_interleave(k)

@@ -2,8 +2,8 @@
 
 A strategy takes one batch of encoded sources and returns hypotheses; preparing lines and batching them is the
 front end's (mt/decode.py). Sampling is greedy search with a `Sampler` choosing the tokens; constrained beam
-search (mt/constraints.py) reuses beam search's bookkeeping (`Beams`, `Finished`, `collect_finished`,
-`advance_beams`). Each strategy scores a step through `_step_top_tokens` and drives the cache
+search (mt/constraints.py) reuses beam search's bookkeeping (`start_beams`, `Beams`, `Finished`,
+`collect_finished`, `advance_beams`). Each strategy scores a step through `_step_top_tokens` and drives the cache
 (mt/cache.py) through `begin_step`, `advance` and `keep`; a new strategy is a new function here.
 
 Hypothesis scores are sum of token log-probabilities (EOS included) divided by the GNMT length penalty
@@ -233,6 +233,20 @@ class Finished:
                  if score != float("-inf")] for slots in per_sentence]
 
 
+def start_beams(model: Transformer, src, src_mask, k: int, steps: int, nbest: int,
+                use_cache: bool) -> tuple[Beams, Finished]:
+    """K beams per sentence before the first step (the source encoded, the cache empty) and no finished
+    hypotheses yet."""
+    batch, device = src.size(0), src.device
+    start_score = torch.full((batch, k), float("-inf"), device=device)
+    start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
+    beams = Beams(torch.arange(batch, device=device),
+                  torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
+                  model.encode(src, src_mask), src_mask,
+                  DecoderCache(len(model.decoder_layers), steps, group=k) if use_cache else None)
+    return beams, Finished.empty(batch, max(k, nbest), steps, device)
+
+
 @torch.no_grad()
 def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: float, max_len: torch.Tensor,
                 nbest: int = 1, use_cache: bool = True, prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
@@ -243,17 +257,10 @@ def beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: flo
     possible", by fairseq's and CTranslate2's rule), or at its length limit. All of it is tensor operations;
     each step reads one number from the device, how many sentences go on.
     """
-    k, batch, device = beam_size, src.size(0), src.device
-    max_len = max_len.to(device)
+    k = beam_size
+    max_len = max_len.to(src.device)
     steps = int(max_len.max()) + 1
-    memory = model.encode(src, src_mask)
-    start_score = torch.full((batch, k), float("-inf"), device=device)
-    start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
-    beams = Beams(torch.arange(batch, device=device),
-                   torch.full((batch * k, steps), EOS, dtype=torch.long, device=device), start_score.view(-1),
-                   memory, src_mask,
-                   DecoderCache(len(model.decoder_layers), steps, group=k) if use_cache else None)
-    finished = Finished.empty(batch, max(k, nbest), steps, device)
+    beams, finished = start_beams(model, src, src_mask, k, steps, nbest, use_cache)
     for step in range(steps):
         force = (max_len[beams.sentence] <= step).repeat_interleave(k)
         tgt_in = decoder_input(beams.tokens, step, use_cache)

@@ -187,8 +187,9 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
 
 def _describe(run: TrainingRun) -> str:
     cfg, rt, pad = run.cfg, run.rt, run.prefetcher.schedule.pad_to_multiple
-    plans = [s.plan for s in _corpus_schedules(run)]
-    padding = sum(padding_fraction(s.corpus, s.plan, pad) * len(s.plan) for s in _corpus_schedules(run))
+    schedules = _corpus_schedules(run)
+    plans = [s.plan for s in schedules]
+    padding = sum(padding_fraction(s.corpus, s.plan, pad) * len(s.plan) for s in schedules)
     return (f"model: {count_parameters(run.learner.model):,} parameters; device {rt.device}"
             f"{f' x {rt.world} processes' if rt.distributed else ''}; {sum(map(len, plans))} batches per epoch, "
             f"padding {padding / max(sum(map(len, plans)), 1):.1%} (lengths to a multiple of {pad})"

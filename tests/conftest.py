@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from mt.config import ModelConfig
+from mt.model import Transformer, build_model
+from mt.symbols import EOS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -40,6 +45,22 @@ def tiny_overrides(out_dir: Path, **values) -> list[str]:
     for key, value in settings.items():
         args += ["--set", f"{key}={value}"]
     return args
+
+
+def random_model(vocab: int, seed: int = 0, **changes) -> Transformer:
+    """A randomly initialised small model in eval mode (joint vocabulary of `vocab`): its outputs differ per
+    sentence and end at varied lengths. `changes` override its ModelConfig."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(**{"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 2, "dropout": 0.0,
+                         "max_positions": 64, **changes})
+    return build_model(cfg, vocab, vocab, joint_vocab=True).eval()
+
+
+def random_sources(n: int, vocab: int, shortest: int = 1, longest: int = 14, seed: int = 1) -> list[list[int]]:
+    """`n` token-id sentences of `shortest` to `longest` tokens (no special symbols), from `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(shortest, longest + 1, (n,), generator=generator).tolist()
+    return [torch.randint(EOS + 1, vocab, (k,), generator=generator).tolist() for k in lengths]
 
 
 def read_metrics(out_dir: Path, split: str = "train") -> list[dict]:

@@ -5,28 +5,23 @@ import pytest
 import torch
 
 from mt.backend import ModelBackend
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig
 from mt.constraints import _after, _allocate, _Progress
 from mt.decode import translate_ids
-from mt.model import build_model
 from mt.symbols import EOS
-from tests.conftest import one_error_line, run_mt
+from tests.conftest import one_error_line, random_model, random_sources, run_mt
 
 VOCAB = 30
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0, max_positions=64)
-    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
+    return random_model(VOCAB)
 
 
 @pytest.fixture(scope="module")
 def sources():
-    g = torch.Generator().manual_seed(1)
-    lengths = torch.randint(2, 12, (14,), generator=g).tolist()
-    return [torch.randint(EOS + 1, VOCAB, (n,), generator=g).tolist() for n in lengths]
+    return random_sources(14, VOCAB, shortest=2, longest=11)
 
 
 @pytest.fixture(scope="module")

@@ -5,29 +5,19 @@ import pytest
 import torch
 
 from mt.backend import ModelBackend
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig
 from mt.decode import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import padding_mask
-from mt.model import build_model
 from mt.symbols import BOS, EOS
-from tests.conftest import DATA, TINY, one_error_line, run_mt, tiny_overrides
+from tests.conftest import DATA, TINY, one_error_line, random_model, random_sources, run_mt, tiny_overrides
 
 VOCAB = 20
 
 
-def _model(seed, **changes):
-    torch.manual_seed(seed)
-    cfg = ModelConfig(**{"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 2, "dropout": 0.0,
-                         "max_positions": 64, **changes})
-    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
-
-
 @pytest.fixture(scope="module")
 def sources():
-    generator = torch.Generator().manual_seed(1)
-    lengths = torch.randint(1, 15, (12,), generator=generator).tolist()
-    return [torch.randint(EOS + 1, VOCAB, (n,), generator=generator).tolist() for n in lengths]
+    return random_sources(12, VOCAB)
 
 
 def _decode(model, sources, use_cache=True, nbest=1, **options):
@@ -40,7 +30,7 @@ def _tokens(found):
 
 
 def test_the_ensemble_predicts_the_mean_of_its_models_probabilities():
-    a, b = _model(0), _model(1, d_model=16, n_layers=3)  # members may differ in size
+    a, b = random_model(VOCAB), random_model(VOCAB, seed=1, d_model=16, n_layers=3)  # members may differ in size
     src = torch.tensor([[5, 6, 7, EOS], [8, 9, EOS, 0]])
     tgt = torch.tensor([[BOS, 4, 5], [BOS, 6, 7]])
     mask = padding_mask(src)
@@ -52,14 +42,14 @@ def test_the_ensemble_predicts_the_mean_of_its_models_probabilities():
 
 @pytest.mark.parametrize("options", [{"beam_size": 1}, {"beam_size": 4}, {"sampling": True, "topk": 5}])
 def test_an_ensemble_of_one_model_twice_decodes_as_the_model(sources, options):
-    model = _model(0)
+    model = random_model(VOCAB)
     alone, twice = _decode(model, sources, **options), _decode(Ensemble([model, model]), sources, **options)
     assert _tokens(alone) == _tokens(twice)
     assert all(x[0].score == pytest.approx(y[0].score, abs=1e-4) for x, y in zip(alone, twice))
 
 
 def test_each_model_keeps_its_own_cache(sources):
-    ensemble = Ensemble([_model(0), _model(1, d_model=16, n_layers=3)])
+    ensemble = Ensemble([random_model(VOCAB), random_model(VOCAB, seed=1, d_model=16, n_layers=3)])
     for beam in (1, 4):
         cached = _decode(ensemble, sources, beam_size=beam)
         full = _decode(ensemble, sources, beam_size=beam, use_cache=False)

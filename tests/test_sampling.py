@@ -7,29 +7,24 @@ import pytest
 import torch
 
 from mt.backend import ModelBackend
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig
 from mt.decode import translate_ids
-from mt.model import build_model
-from mt.search import Sampler
 from mt.masks import padding_mask
+from mt.search import Sampler
 from mt.symbols import BOS, EOS
-from tests.conftest import one_error_line, run_mt
+from tests.conftest import one_error_line, random_model, random_sources, run_mt
 
 VOCAB = 20
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0, max_positions=64)
-    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
+    return random_model(VOCAB)
 
 
 @pytest.fixture(scope="module")
 def sources():
-    generator = torch.Generator().manual_seed(1)
-    lengths = torch.randint(1, 15, (16,), generator=generator).tolist()
-    return [torch.randint(EOS + 1, VOCAB, (n,), generator=generator).tolist() for n in lengths]
+    return random_sources(16, VOCAB)
 
 
 def _sample(model, sources, nbest=1, first_line=0, **options):

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from mt.backend import ModelBackend
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig
 from mt.decode import translate_ids
 from mt.masks import CAUSAL, padding_mask, target_mask
-from mt.model import build_model
 from mt.quantize import quantize_int8
 from mt.search import beam_search, greedy_search, length_penalty, max_output_lengths
 from mt.symbols import BOS, EOS
+from tests.conftest import random_model, random_sources
 
 N_SENTENCES = 24
 VOCAB = 20
@@ -21,16 +21,12 @@ VOCAB = 20
 @pytest.fixture(scope="module")
 def model():
     """A randomly initialised small model: its outputs differ per sentence and end at varied lengths."""
-    torch.manual_seed(0)
-    cfg = ModelConfig(d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0, max_positions=64)
-    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
+    return random_model(VOCAB)
 
 
 @pytest.fixture(scope="module")
 def sources():
-    generator = torch.Generator().manual_seed(1)
-    lengths = torch.randint(1, 15, (N_SENTENCES,), generator=generator).tolist()
-    return [torch.randint(EOS + 1, VOCAB, (n,), generator=generator).tolist() for n in lengths]
+    return random_sources(N_SENTENCES, VOCAB)
 
 
 def _translate(model, sources, nbest=1, use_cache=True, **options):

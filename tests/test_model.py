@@ -239,3 +239,19 @@ def test_a_state_with_separate_q_k_v_projections_loads_with_identical_outputs():
     src, tgt = _batch()
     with torch.no_grad():
         assert torch.equal(fresh(src, padding_mask(src), tgt), model(src, padding_mask(src), tgt))
+
+
+def test_dropout_zeroes_p_and_scales_the_rest_on_cpu():
+    from mt.model import Dropout
+
+    torch.manual_seed(0)
+    drop, x = Dropout(0.1), torch.ones(200_000, requires_grad=True)
+    y = drop(x)
+    zeroed = (y == 0).float().mean().item()
+    assert abs(zeroed - 0.1) < 0.003  # 200k draws: the standard deviation is 0.00067
+    assert torch.allclose(y[y != 0], torch.tensor(1 / 0.9))
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # the gradient is the same mask, scaled alike
+    drop.eval()
+    assert drop(x) is x
+    assert Dropout(0.0).train()(x) is x

@@ -123,7 +123,9 @@ class LayerCache:
         """The step's queries (B*G, H, t, D/H) -> the queries grouped per sentence (B, H, G*t, D/H) and the
         source's keys and values (B, H, S, D/H), from `project_memory()` at the first step, kept after."""
         if self.cross_kv is None:
-            self.cross_kv = project_memory()
+            # Contiguous once: as projected they are views into one (B, S, 2D) tensor, which every step's
+            # attention matmul would copy again (1 ms of a 5 ms greedy step, 40 sentences of 25 tokens).
+            self.cross_kv = tuple(kv.contiguous() for kv in project_memory())
         return group_rows(q, self.cache.group), *self.cross_kv
 
     def _grown(self, buffer: torch.Tensor | None, new: torch.Tensor, end: int) -> torch.Tensor:

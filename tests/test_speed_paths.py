@@ -89,3 +89,29 @@ def test_the_mfu_yardstick_is_measured_once_per_machine_then_read(tmp_path, monk
     assert first == 1e11 and "measured now" in where and (tmp_path / "mt" / "matmul_peak.json").exists()
     again, where = machine_peak_flops(torch.device("cpu"))
     assert again == 1e11 and len(measured) == 1 and "measured now" not in where  # read, not measured again
+
+
+@pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16), (4, 1, 16)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_inference_linear_through_onednn_equals_f_linear(shape, with_bias):
+    from mt.model import linear, onednn_inference
+
+    torch.manual_seed(0)
+    x, weight = torch.randn(shape), torch.randn(24, 16)
+    bias = torch.randn(24) if with_bias else None
+    expected = torch.nn.functional.linear(x, weight, bias)
+    with torch.inference_mode():
+        assert onednn_inference(x) == torch.backends.mkldnn.is_available()
+        assert torch.allclose(linear(x, weight, bias), expected, atol=1e-5)
+
+
+def test_training_linear_keeps_its_gradient():
+    from mt.model import Linear
+
+    torch.manual_seed(0)
+    layer, x = Linear(16, 8), torch.randn(5, 16)
+    reference = torch.nn.Linear(16, 8)
+    reference.load_state_dict(layer.state_dict())
+    layer(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    assert torch.allclose(layer.weight.grad, reference.weight.grad) and torch.allclose(layer.bias.grad, reference.bias.grad)

@@ -1,9 +1,10 @@
 """Decoding backends: what searches a batch of encoded sources. Here the interface and mt's own model.
 
-The front end (mt/decode.py) prepares lines (encoding, truncation, empty lines, length limits, batching by
-tokens) once for every backend; a backend only searches one batch. mt/ct2_backend.py is the other backend
-(an exported CTranslate2 directory). A new backend is a class with `max_positions` and `search` and a loader
-that returns a `Translator`.
+The front end (mt/decode.py) prepares lines (encoding, truncation, empty lines, length limits) once for every
+backend; a backend searches them in batches of at most `decode.batch_tokens` source tokens (`source_batches`,
+or refilled batches: mt/search.py). mt/ct2_backend.py is the other backend (an exported CTranslate2
+directory). A new backend is a class with `max_positions` and `search` and a loader that returns a
+`Translator`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Protocol
 import torch
 
 from mt.alignment import cross_attention
-from mt.batching import pad_sequences, source_batch
+from mt.batching import pad_sequences, source_batch, token_batches
 from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.constraints import constrained_beam_search
@@ -23,7 +24,7 @@ from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.model import Transformer, build_model
 from mt.quantize import quantize_int8
-from mt.runtime import pick_device
+from mt.runtime import keep_freed_memory, pick_device
 from mt.search import Hypothesis, Sampler, beam_search, greedy_search
 from mt.tokenizer import Tokenizer
 
@@ -34,7 +35,8 @@ class Backend(Protocol):
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
                lines: list[int], prefixes: list[list[int]] | None = None,
                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
-        """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens), each with its most target
+        """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens; searched in batches of at most
+        `opts.batch_tokens` source tokens, padding counted, beams not), each with its most target
         tokens before EOS (max_len, (B,)), its input line number (`lines`, from 0) and, when given, the target
         tokens its output starts with (`prefixes`, no longer than its max_len) -> the `nbest` best hypotheses of
         each, best first (prefix included); with `opts.sampling`, `nbest` samples in the order drawn. With
@@ -75,20 +77,27 @@ class ModelBackend:
         if constraints is not None and any(constraints):
             return self._constrained(sources, max_len, opts, nbest, lines, constraints)
         device = next(self.model.parameters()).device
-        src, src_mask = source_batch(sources, device)
-        prefix = _prefix_tensor(prefixes, device)
-        if opts.sampling:  # nbest rows per sentence, each drawing on its own
-            def repeat(t):
+        if opts.sampling or (opts.beam_size == 1 and nbest == 1):  # greedy search refills its own batches
+            src, src_mask = source_batch(sources, device)
+            prefix = _prefix_tensor(prefixes, device)
+            if not opts.sampling:
+                return [[h] for h in greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
+                                                   use_cache=self.use_cache, prefix=prefix,
+                                                   batch_tokens=opts.batch_tokens)]
+
+            def repeat(t):  # nbest rows per sentence, each drawing on its own
                 return None if t is None else t.repeat_interleave(nbest, 0)
             hyps = greedy_search(self.model, repeat(src), repeat(src_mask), max_len=repeat(max_len), alpha=opts.alpha,
-                                 use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest), prefix=repeat(prefix))
+                                 use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest), prefix=repeat(prefix),
+                                 batch_tokens=opts.batch_tokens)
             return [hyps[i:i + nbest] for i in range(0, len(hyps), nbest)]
-        if opts.beam_size == 1 and nbest == 1:
-            hyps = greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
-                                 use_cache=self.use_cache, prefix=prefix)
-            return [[h] for h in hyps]
-        return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha, max_len=max_len,
-                           nbest=nbest, use_cache=self.use_cache, prefix=prefix)
+
+        def beams(index: list[int]) -> list[list[Hypothesis]]:
+            src, src_mask = source_batch([sources[i] for i in index], device)
+            prefix = _prefix_tensor(None if prefixes is None else [prefixes[i] for i in index], device)
+            return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
+                               max_len=max_len[index], nbest=nbest, use_cache=self.use_cache, prefix=prefix)
+        return per_batch(sources, opts.batch_tokens, beams)
 
     def _constrained(self, sources, max_len, opts: DecodeConfig, nbest: int, lines, constraints):
         """Sentences with terms through constrained beam search; those without, as without the option."""
@@ -101,10 +110,14 @@ class ModelBackend:
             found = self.search([sources[i] for i in others], max_len[others], opts, nbest, [lines[i] for i in others])
             for i, hyps in zip(others, found):
                 results[i] = hyps
-        src, src_mask = source_batch([sources[i] for i in with_terms], next(self.model.parameters()).device)
-        found = constrained_beam_search(self.model, src, src_mask, beam_size=opts.beam_size,
-                                        alpha=opts.alpha, max_len=max_len[with_terms], nbest=nbest,
-                                        constraints=[constraints[i] for i in with_terms], use_cache=self.use_cache)
+
+        def constrained(index: list[int]) -> list[list[Hypothesis]]:
+            src, src_mask = source_batch([sources[with_terms[i]] for i in index], next(self.model.parameters()).device)
+            return constrained_beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
+                                           max_len=max_len[[with_terms[i] for i in index]], nbest=nbest,
+                                           constraints=[constraints[with_terms[i]] for i in index],
+                                           use_cache=self.use_cache)
+        found = per_batch([sources[i] for i in with_terms], opts.batch_tokens, constrained)
         for i, hyps in zip(with_terms, found):
             results[i] = hyps
         return results
@@ -114,6 +127,16 @@ class ModelBackend:
         models = list(self.model.models) if isinstance(self.model, Ensemble) else [self.model]
         each = [cross_attention(model, sources, targets) for model in models]
         return [sum(per_model) / len(models) for per_model in zip(*each)]
+
+
+def per_batch(sources: list[list[int]], batch_tokens: int, search) -> list:
+    """`search(index)` of every length-sorted batch of `sources` with at most `batch_tokens` source tokens
+    (EOS and padding counted), its results put back in input order."""
+    results: list = [None] * len(sources)
+    for index in token_batches([len(s) + 1 for s in sources], batch_tokens):
+        for i, found in zip(index, search(index)):
+            results[i] = found
+    return results
 
 
 def _prefix_tensor(prefixes: list[list[int]] | None, device) -> torch.Tensor | None:
@@ -136,6 +159,8 @@ def load_model_translator(path: str | Path, device: str = "auto", quantize: str 
     model.load_state_dict(translation_weights(ckpt, raw_weights))
     model.eval()
     target = pick_device(device, option="--device")
+    if target.type == "cpu":
+        keep_freed_memory()  # a refilled batch makes tensors of tens of MB every step (runtime.keep_freed_memory)
     if quantize is not None:
         if target.type != "cpu":
             raise MtError("--quantize int8 runs on the CPU; add --device cpu (or export to CTranslate2 for a GPU)")

@@ -31,7 +31,7 @@ from mt.search import (  # beam search's bookkeeping, shared
     advance_beams,
     collect_finished,
     decoder_input,
-    indices_of,
+    compacted,
     length_penalty,
     next_token_logits,
     start_beams,
@@ -154,7 +154,7 @@ def constrained_beam_search(model: Transformer, src, src_mask, *, beam_size: int
         progress = _Progress(after.met.flatten(0, 1)[chosen_rows], after.inside.flatten()[chosen_rows],
                              after.done_tokens.flatten()[chosen_rows])
         if n_going < n:
-            progress = progress.rows((indices_of(~done, n_going)[:, None] * k + torch.arange(k, device=device)).view(-1))
+            progress = progress.rows((compacted(~done, n_going)[:, None] * k + torch.arange(k, device=device)).view(-1))
         beams = advance_beams(beams, score.gather(1, live), beam_of.gather(1, live), tokens.gather(1, live), ~done,
                                n_going, k, step)
     return finished.hypotheses(nbest)

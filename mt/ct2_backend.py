@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from mt.backend import Translator
+from mt.backend import Translator, per_batch
 from mt.config import DecodeConfig, config_from_dict
 from mt.errors import MtError
 from mt.search import Hypothesis, length_penalty
@@ -62,6 +62,10 @@ class Ct2Backend:
         if constraints is not None and any(constraints):
             raise MtError("constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
                           "constrained search)")
+        return per_batch(sources, opts.batch_tokens, lambda index: self._batch(
+            [sources[i] for i in index], max_len[index], opts, nbest, [prefixes[i] for i in index] if prefixes else None))
+
+    def _batch(self, sources, max_len: torch.Tensor, opts: DecodeConfig, nbest: int, prefixes):
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
         target_prefix = [[self.tgt_sp.id_to_piece(t) for t in p] for p in prefixes] if prefixes else None
         if opts.sampling:

@@ -1,10 +1,11 @@
 """The decoding front end: lines in, hypotheses out, the same for every backend (mt/backend.py).
 
 Line preparation is written once, here: encoding, cutting sources too long for the model's positions (with a
-warning through `on_truncate`), empty lines (one empty hypothesis, not decoded), the length limit of each
-sentence (a * source length + b), and batches of at most `batch_tokens` source tokens (padding counted, beams
-not, as CTranslate2's `max_batch_size` with `batch_type="tokens"`); the backend only searches a batch. Options
-travel as one DecodeConfig, whose fields are the only defaults.
+warning through `on_truncate`), empty lines (one empty hypothesis, not decoded) and the length limit of each
+sentence (a * source length + b). The backend searches the sentences in batches of at most `batch_tokens`
+source tokens (padding counted, beams not, as CTranslate2's `max_batch_size` with `batch_type="tokens"`);
+mt's greedy search refills its batch as sentences end. Options travel as one DecodeConfig, whose fields are the
+only defaults.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from typing import NamedTuple
 
 import torch
 
-from mt.backend import Backend, Translator, load_ensemble_translator, load_model_translator
+from mt.backend import Backend, Translator, load_ensemble_translator, load_model_translator, per_batch
 from mt.alignment import word_alignment
-from mt.batching import token_batches
 from mt.config import DecodeConfig
 from mt.errors import MtError
 from mt.ct2_backend import load_ct2_translator
@@ -75,27 +75,27 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
     sources = [s[:keep] for s in sources]
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
-    lengths = [len(sources[i]) + 1 for i in todo]
-    for batch in token_batches(lengths, opts.batch_tokens):
-        index = [todo[j] for j in batch]
-        max_len = max_output_lengths(torch.tensor([len(sources[i]) for i in index]), opts.max_len_a,
-                                     opts.max_len_b, limit)
-        batch_prefixes = None
-        if prefixes is not None:
-            batch_prefixes = [prefixes[i][:limit - 1] for i in index]
-            max_len = torch.maximum(max_len, torch.tensor([len(p) for p in batch_prefixes]))
-        batch_terms = None
-        if constraints is not None:
-            batch_terms = [constraints[i] for i in index]
-            max_len = (max_len + torch.tensor([sum(map(len, terms)) for terms in batch_terms])).clamp(max=limit)
-        found = backend.search([sources[i] for i in index], max_len, opts, nbest, [first_line + i for i in index],
-                               batch_prefixes, batch_terms)
-        if attention:
-            pairs = [(sources[i], h) for i, hyps in zip(index, found) for h in hyps]
-            for (_, h), weights in zip(pairs, backend.attention([s for s, _ in pairs], [h.tokens for _, h in pairs])):
-                h.attention = weights
-        for i, hyps in zip(index, found):
-            results[i] = hyps
+    if not todo:
+        return results
+    max_len = max_output_lengths(torch.tensor([len(sources[i]) for i in todo]), opts.max_len_a, opts.max_len_b, limit)
+    todo_prefixes = None
+    if prefixes is not None:
+        todo_prefixes = [prefixes[i][:limit - 1] for i in todo]
+        max_len = torch.maximum(max_len, torch.tensor([len(p) for p in todo_prefixes]))
+    todo_terms = None
+    if constraints is not None:
+        todo_terms = [constraints[i] for i in todo]
+        max_len = (max_len + torch.tensor([sum(map(len, terms)) for terms in todo_terms])).clamp(max=limit)
+    found = backend.search([sources[i] for i in todo], max_len, opts, nbest, [first_line + i for i in todo],
+                           todo_prefixes, todo_terms)
+    for i, hyps in zip(todo, found):
+        results[i] = hyps
+    if attention:
+        pairs = [(sources[i], h) for i in todo for h in results[i]]
+        per_pair = per_batch([s for s, _ in pairs], opts.batch_tokens, lambda index: backend.attention(
+            [pairs[j][0] for j in index], [pairs[j][1].tokens for j in index]))
+        for (_, h), weights in zip(pairs, per_pair):
+            h.attention = weights
     return results
 
 

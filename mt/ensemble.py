@@ -67,8 +67,8 @@ class _LayersOf:
         self.cache, self.start, self.stop = cache, start, stop
 
     @property
-    def length(self) -> int:
-        return self.cache.length
+    def offset(self) -> int | torch.Tensor:
+        return self.cache.offset
 
     @property
     def layers(self):

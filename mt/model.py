@@ -82,9 +82,13 @@ class Embedding(nn.Module):
         self.scale = math.sqrt(tokens.embedding_dim)
         self.dropout = Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """(B, L) ids -> (B, L, D); `offset` is the position of the first id (incremental decoding)."""
-        pos = self.positions[offset:offset + ids.size(1)]
+    def forward(self, ids: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """(B, L) ids -> (B, L, D); `offset` is the position of the first id (incremental decoding), or (B,) one
+        per row (rows at different positions: a refilled batch)."""
+        if isinstance(offset, torch.Tensor):
+            pos = self.positions[offset[:, None] + torch.arange(ids.size(1), device=ids.device)]
+        else:
+            pos = self.positions[offset:offset + ids.size(1)]
         return self.dropout(self.tokens(ids) * self.scale + pos)
 
 
@@ -238,7 +242,7 @@ class DecoderLayer(nn.Module):
         if cache is None:
             k, v = self.cross_attn.project_kv(memory)
         else:
-            q, k, v = cache.cross_attention(q, lambda: self.cross_attn.project_kv(memory))
+            q, k, v = cache.cross_attention(q, lambda first_row: self.cross_attn.project_kv(memory[first_row:]))
         return self.cross_attn.attend(q, k, v, src_mask).view(h.shape)
 
 
@@ -300,10 +304,10 @@ class Transformer(nn.Module):
 
     def decode_step(self, memory, src_mask, tgt_new, cache: DecoderCache) -> torch.Tensor:
         """Incremental decoding: tgt_new (N, t), each row's next t tokens (one for G > 1), at positions
-        `cache.length` on -> logits (N, t, V). The cache holds the earlier positions and keeps this step's
+        `cache.offset` on -> logits (N, t, V). The cache holds the earlier positions and keeps this step's
         (mt/cache.py); memory (B, S, D) and src_mask (B, 1, 1, S) have one row per sentence, shared by its
         G = N / B rows. The caller's search started the step (`cache.begin_step`) and ends it (`advance`)."""
-        x = self.tgt_embed(tgt_new, offset=cache.length)
+        x = self.tgt_embed(tgt_new, offset=cache.offset)
         for layer, layer_cache in zip(self.decoder_layers, cache.layers):
             x = layer(x, memory, src_mask, CAUSAL, layer_cache)
         return self._logits(x)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mt.batching import token_batches
 from mt.cache import DecoderCache
 from mt.config import DecodeConfig
 from mt.masks import target_mask
@@ -42,12 +43,15 @@ def max_output_lengths(src_lengths: torch.Tensor, a: float, b: int, limit: int) 
     return (src_lengths.double() * a + b).floor().long().clamp(min=1, max=limit)
 
 
-def _forced_tokens(prefix: torch.Tensor | None, rows: torch.Tensor, step: int) -> torch.Tensor | None:
+def _forced_tokens(prefix: torch.Tensor | None, rows: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor | None:
     """The token each row must take at `step` (N,), -1 where it is free; None when no row is forced. `prefix`
-    (B, P) holds each sentence's target prefix (-1 after it), `rows` (N,) the sentence of each row."""
-    if prefix is None or step >= prefix.size(1):
+    (B, P) holds each sentence's target prefix (-1 after it), `rows` (N,) the sentence of each row; `step` may
+    be (N,), each row's own (a refilled batch)."""
+    if prefix is None:
         return None
-    return prefix[rows, step]
+    if isinstance(step, torch.Tensor):
+        return torch.where(step < prefix.size(1), prefix[rows, step.clamp(max=prefix.size(1) - 1)], -1)
+    return None if step >= prefix.size(1) else prefix[rows, step]
 
 
 def _only_forced(log_probs: torch.Tensor, forced: torch.Tensor | None) -> torch.Tensor:
@@ -97,10 +101,16 @@ def decoder_input(tokens: torch.Tensor, step: int, cached: bool) -> torch.Tensor
     return bos if cached else torch.cat([bos, tokens[:, :step]], dim=1)
 
 
-def indices_of(mask: torch.Tensor, count: int) -> torch.Tensor:
-    """Indices of the `count` True entries of `mask` (N,), in order; unlike nonzero() it does not ask the
+def compacted(going: torch.Tensor, count: int) -> torch.Tensor:
+    """Indices of the `count` True entries of `going` (N,) in the order that moves fewest rows: a row that goes
+    on keeps its place among the first `count`, and the places of those that end are taken by the rows after
+    them that go on (the cache then copies only those: `cache.kept_rows`). Unlike nonzero() it does not ask the
     device how many there are."""
-    return (~mask).byte().argsort(stable=True)[:count]
+    head_ends = ~going[:count]
+    tail_going = (~going[count:]).byte().argsort(stable=True) + count  # the rows after `count` that go on, first
+    hole = (head_ends.long().cumsum(0) - 1).clamp(min=0)  # the i-th ended place takes the i-th of those
+    return torch.where(head_ends, tail_going[hole] if tail_going.numel() else hole,
+                       torch.arange(count, device=going.device))
 
 
 def _first_eos(tokens: torch.Tensor) -> torch.Tensor:
@@ -152,51 +162,113 @@ def _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos: torch.
     return log_probs.gather(1, tokens[:, None]).squeeze(1), tokens
 
 
+REFILL_PARTS = 4  # a refilled batch takes new sentences in parts of a quarter of its source tokens
+
+
 @torch.no_grad()
 def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, alpha: float,
                   use_cache: bool = True, sampler: Sampler | None = None,
-                  prefix: torch.Tensor | None = None) -> list[Hypothesis]:
+                  prefix: torch.Tensor | None = None, batch_tokens: int | None = None) -> list[Hypothesis]:
     """src (B, S), src_mask (B, 1, 1, S), max_len (B,) -> one hypothesis per sentence: the most probable next
     token at each step, or with a `sampler` a drawn one (sampling). A sentence's target `prefix` (B, P), -1
     after it) is taken first, then decoding goes on freely; its tokens count in the score.
 
-    Sentences leave the batch as they end; each step reads one number from the device, how many go on.
+    Sentences leave the batch as they end; each step reads one number from the device, how many go on. With
+    `batch_tokens` at most that many source tokens (rows x widest source, padding counted) decode at once, and
+    with the cache the batch is refilled: length-sorted parts of a quarter of that join as soon as they fit
+    beside the rows still decoding, so that a step keeps many rows (a step's time is mostly fixed cost when it
+    has few: on a CPU, 0.21 ms a row at 10 rows, 0.07 at 80). Without the cache a part starts when the rows
+    before it have all ended.
     """
     batch, device = src.size(0), src.device
-    memory = model.encode(src, src_mask)
     max_len = max_len.to(device)
     steps = int(max_len.max()) + 1
-    cache = DecoderCache(len(model.decoder_layers), steps) if use_cache else None
-    alive = torch.arange(batch, device=device)  # (N,) original index of each row still decoding
+    waiting = _source_parts(src_mask, batch_tokens, refill=use_cache)
     tokens = torch.full((batch, steps), EOS, dtype=torch.long, device=device)  # (B, steps) by original index
-    last = torch.full((batch, 1), BOS, dtype=torch.long, device=device)  # (N, 1) each live row's latest token
     log_prob = torch.zeros(batch, device=device)
-    for step in range(steps):
-        tgt_in = last if use_cache else torch.cat([torch.full_like(last, BOS), tokens[alive, :step]], dim=1)
-        force_eos, forced = max_len[alive] <= step, _forced_tokens(prefix, alive, step)
+    alive = position = last = memory = mask = cache = None  # per live row: original index, own step, last token
+    n_alive = since_start = 0
+    while True:
+        joining, width = _joining(waiting, n_alive, batch_tokens if use_cache else None)
+        if joining is not None:
+            new_mask = src_mask[joining, :, :, :width]
+            new_memory = model.encode(src[joining, :width], new_mask)
+            if n_alive == 0:
+                alive, memory, mask, since_start = joining, new_memory, new_mask, 0
+                position = torch.zeros_like(joining)
+                last = torch.full((joining.numel(), 1), BOS, dtype=torch.long, device=device)
+                cache = DecoderCache(len(model.decoder_layers), steps) if use_cache else None
+            else:
+                alive, position = torch.cat([alive, joining]), torch.cat([position, torch.zeros_like(joining)])
+                memory, mask = _stacked(memory, new_memory), _stacked(mask, new_mask)
+                last = torch.cat([last, torch.full((joining.numel(), 1), BOS, dtype=torch.long, device=device)])
+                cache.join(joining.numel(), device)
+            n_alive = alive.numel()
+        if n_alive == 0:
+            break
+        tgt_in = last if use_cache else torch.cat([torch.full_like(last, BOS), tokens[alive, :since_start]], dim=1)
+        force_eos, forced = max_len[alive] <= position, _forced_tokens(prefix, alive, position)
         if sampler is None:
-            best_log_prob, best = (t.squeeze(1) for t in _step_top_tokens(model, memory, src_mask, tgt_in, cache,
+            best_log_prob, best = (t.squeeze(1) for t in _step_top_tokens(model, memory, mask, tgt_in, cache,
                                                                             force_eos, 1, forced))
         else:
-            best_log_prob, best = _step_drawn_tokens(model, memory, src_mask, tgt_in, cache, force_eos, sampler,
+            best_log_prob, best = _step_drawn_tokens(model, memory, mask, tgt_in, cache, force_eos, sampler,
                                                      alive, forced)
         if cache is not None:
             cache.advance()
         log_prob[alive] += best_log_prob
-        tokens[alive, step] = best
+        tokens[alive, position] = best
+        position, since_start = position + 1, since_start + 1
         going = best != EOS
         n_going = int(going.sum())  # the step's one read from the device
-        if n_going == 0:
-            break
-        if n_going < going.numel():
-            keep = indices_of(going, n_going)
-            alive, memory, src_mask, best = alive[keep], memory[keep], src_mask[keep], best[keep]
+        if 0 < n_going < n_alive:
+            keep = compacted(going, n_going)
+            alive, memory, mask, best, position = alive[keep], memory[keep], mask[keep], best[keep], position[keep]
             if cache is not None:
                 cache.keep(keep)
+        n_alive = n_going
         last = best[:, None]
     lengths = _first_eos(tokens)
     return [Hypothesis(row[:n], lp / length_penalty(n + 1, alpha), lp)
             for row, n, lp in zip(tokens.tolist(), lengths.tolist(), log_prob.tolist())]
+
+
+def _source_parts(src_mask: torch.Tensor, batch_tokens: int | None, refill: bool) -> list[tuple[torch.Tensor, int]]:
+    """The sentences in the order they will join, as (indices, longest source) parts: all at once without
+    `batch_tokens`, else length-sorted parts of at most batch_tokens (a quarter of it when the batch is
+    refilled) source tokens, padding counted."""
+    lengths = src_mask[:, 0, 0].sum(1).cpu()
+    rows = torch.arange(src_mask.size(0), device=src_mask.device)
+    if batch_tokens is None:
+        return [(rows, int(lengths.max()))]
+    part_tokens = max(1, batch_tokens // REFILL_PARTS) if refill else batch_tokens
+    return [(rows[part], int(lengths[part].max())) for part in token_batches(lengths.numpy(), part_tokens)]
+
+
+def _joining(waiting: list[tuple[torch.Tensor, int]], n_alive: int, room: int | None):
+    """The sentences that start now, taken from `waiting`, and their longest source; (None, 0) if none. The
+    next part starts when no row decodes; with `room` (source tokens), so do the next parts that fit beside the
+    `n_alive` rows, every row counted as wide as the widest source (the parts ascend; the cache pads to it)."""
+    taken: list[torch.Tensor] = []
+    rows, width = n_alive, 0
+    while waiting and (rows == 0 or room is not None and (rows + waiting[0][0].numel()) * waiting[0][1] <= room):
+        part, width = waiting.pop(0)
+        rows += part.numel()
+        taken.append(part)
+    return (torch.cat(taken), width) if taken else (None, 0)
+
+
+def _stacked(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """Memories (B, S, D) or source masks (B, 1, 1, S) of the rows decoding and of those joining, one after
+    the other, the narrower padded (zeros: masked) to the wider's source positions."""
+    source_dim = 1 if old.dim() == 3 else 3
+    width = max(old.size(source_dim), new.size(source_dim))
+
+    def padded(t):
+        missing = width - t.size(source_dim)
+        return t if missing == 0 else torch.cat([t, t.new_zeros(*t.shape[:source_dim], missing,
+                                                               *t.shape[source_dim + 1:])], dim=source_dim)
+    return torch.cat([padded(old), padded(new)])
 
 
 @dataclass
@@ -325,7 +397,7 @@ def advance_beams(beams: Beams, live_score, live_beam, live_token, going, n_goin
     if cache is not None:
         cache.advance(parents=live_beam)
     if n_going < going.size(0):
-        keep = indices_of(going, n_going)
+        keep = compacted(going, n_going)
         rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
         memory, src_mask = memory[keep], src_mask[keep]
         if cache is not None:

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from mt.cache import DecoderCache
+from mt.cache import DecoderCache, kept_rows
 from mt.config import ModelConfig
 from mt.masks import padding_mask, target_mask
 from mt.model import build_model
+from mt.search import compacted
 from mt.symbols import BOS, PAD
 
 VOCAB = 50
@@ -125,3 +126,21 @@ def test_the_beam_mask_shows_each_row_its_ancestors_slots():
                              [True, False, False, True]])  # row 1: position 0 from slot 0, then its own slot 1
     assert cache.step_mask.shape == (1, 1, 2, 4)
     assert torch.equal(cache.step_mask[0, 0], expected)
+
+
+def test_kept_rows_in_place_equal_a_gather_for_any_order():
+    """Keeping rows copies only those that change place on a CPU; the result is the gather all the same."""
+    g = torch.Generator().manual_seed(2)
+    for rows in ([0, 5, 2, 3, 7], [3, 1], [4, 3, 2, 1, 0], [0, 1, 2], []):
+        buffer = torch.randn(8, 2, 6, 1, 3, generator=g)
+        expected = buffer[rows, :, :4].clone()
+        kept = kept_rows(buffer, torch.tensor(rows, dtype=torch.long), length=4)
+        assert kept.shape[0] == len(rows) and torch.equal(kept[:, :, :4], expected)
+
+
+def test_compaction_keeps_the_rows_that_go_on_in_place_and_moves_the_last_ones_into_the_gaps():
+    going = torch.tensor([1, 0, 1, 1, 0, 1, 0, 1], dtype=torch.bool)
+    order = compacted(going, 5)
+    assert order.tolist() == [0, 5, 2, 3, 7]
+    assert sorted(order.tolist()) == going.nonzero().squeeze(1).tolist()
+    assert compacted(torch.tensor([0, 0, 1], dtype=torch.bool), 1).tolist() == [2]

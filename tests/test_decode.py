@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+from mt.backend import per_batch
 from mt.config import DecodeConfig
 from mt.decode import translate_ids
 from mt.search import Hypothesis
@@ -45,15 +46,25 @@ def test_long_sources_are_cut_to_the_positions_with_a_warning_per_line():
     assert sorted(len(s) for sources, *_ in backend.calls for s in sources) == [3, 6]
 
 
-def test_length_limits_and_batches_are_the_front_ends():
+def test_length_limits_are_the_front_ends():
     backend = RecordingBackend()
     sources = [[4] * n for n in (1, 2, 3, 4, 5, 6)]
     translate_ids(backend, sources, OPTS)
     limits = {len(s): m for sources_, max_len, *_ in backend.calls for s, m in zip(sources_, max_len)}
     assert limits == {1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 7}  # a * |x| + b, capped by the model's 7 target positions
-    for sources_, *_ in backend.calls:  # at most batch_tokens = 12 source tokens (EOS counted), whatever the beam
-        assert len(sources_) * (max(map(len, sources_)) + 1) <= 12 or len(sources_) == 1
-    assert max(len(sources_) for sources_, *_ in backend.calls) > 2  # 12 // 2 would have allowed only 2
+
+
+def test_backends_batch_by_source_tokens_and_give_results_back_in_input_order():
+    sources = [[4] * n for n in (5, 1, 6, 2, 3, 4, 1)]
+    batches = []
+
+    def search(index):
+        batches.append(index)
+        return [f"result {i}" for i in index]
+    assert per_batch(sources, 12, search) == [f"result {i}" for i in range(len(sources))]
+    for index in batches:  # at most batch_tokens = 12 source tokens (EOS and padding counted), whatever the beam
+        assert len(index) * max(len(sources[i]) + 1 for i in index) <= 12 or len(index) == 1
+    assert max(map(len, batches)) > 2  # 12 // 2 would have allowed only 2
 
 
 def test_results_come_back_in_input_order_with_nbest_and_a_wide_enough_beam():

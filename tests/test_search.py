@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from mt.backend import ModelBackend
+from mt.cache import DecoderCache
 from mt.config import DecodeConfig
 from mt.decode import translate_ids
+from mt.ensemble import Ensemble
 from mt.masks import CAUSAL, padding_mask, target_mask
 from mt.quantize import quantize_int8
 from mt.search import beam_search, greedy_search, length_penalty, max_output_lengths
@@ -154,3 +156,29 @@ def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_u
     assert spin_count("translate", GOMP_SPINCOUNT="5") == ["False", "5"]
     assert spin_count("train", "config.yaml") == ["False", "None"]  # GNU's default: training is faster with it
     assert spin_count("bench", "train") == ["False", "None"]
+
+
+@pytest.mark.parametrize("case", ["greedy", "prefix", "sampling", "ensemble"])
+def test_a_refilled_batch_decodes_each_sentence_as_alone(model, sources, case, monkeypatch):
+    """With a small batch_tokens, sentences join the greedy batch while others are still decoding, at other
+    positions of the cache; each gives what it gives decoded alone."""
+    joins = []
+    original_join = DecoderCache.join
+    monkeypatch.setattr(DecoderCache, "join", lambda cache, rows, device: (joins.append(cache.length),
+                                                                             original_join(cache, rows, device)))
+    decoder = Ensemble([model, random_model(VOCAB, seed=3)]) if case == "ensemble" else model
+    options = dict(beam_size=1, sampling=case == "sampling", seed=5, max_len_a=1.0, max_len_b=10)
+    prefixes = [s[:2] for s in sources] if case == "prefix" else None
+
+    def decode(sentences, lines, batch_tokens):
+        opts = DecodeConfig(**options, batch_tokens=batch_tokens)
+        found = translate_ids(ModelBackend(decoder), sentences, opts, first_line=lines[0],
+                              prefixes=None if prefixes is None else [prefixes[i] for i in lines])
+        return [per_line[0] for per_line in found]
+    refilled = decode(sources, list(range(len(sources))), 40)
+    assert any(length > 0 for length in joins), "sentences should have joined rows already decoding"
+    alone = [decode([s], [i], 4096)[0] for i, s in enumerate(sources)]
+    assert [h.tokens for h in refilled] == [h.tokens for h in alone]
+    assert [h.score for h in refilled] == pytest.approx([h.score for h in alone], abs=1e-5)
+    if prefixes is not None:
+        assert all(h.tokens[:len(p)] == p for h, p in zip(refilled, prefixes))

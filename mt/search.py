@@ -1,10 +1,11 @@
 """Search strategies over mt's model: greedy and beam search, with incremental (KV-cached) decoding.
 
-A strategy takes one batch of encoded sources and returns hypotheses; preparing lines and batching them is the
-front end's (mt/decode.py). Sampling is greedy search with a `Sampler` choosing the tokens; constrained beam
-search (mt/constraints.py) reuses beam search's bookkeeping (`start_beams`, `Beams`, `Finished`,
-`collect_finished`, `advance_beams`). Each strategy scores a step through `_step_top_tokens` and drives the cache
-(mt/cache.py) through `begin_step`, `advance` and `keep`; a new strategy is a new function here.
+A strategy takes encoded sources and returns hypotheses; preparing lines is the front end's (mt/decode.py),
+batching them the backend's (mt/backend.py), except that greedy search refills its own batch (`batch_tokens`).
+Sampling is greedy search with a `Sampler` choosing the tokens; constrained beam search (mt/constraints.py)
+reuses beam search's bookkeeping (`start_beams`, `Beams`, `Finished`, `collect_finished`, `advance_beams`).
+Each strategy scores a step through `_step_top_tokens` and drives the cache (mt/cache.py) through `begin_step`,
+`advance`, `keep` and `join`; a new strategy is a new function here.
 
 Hypothesis scores are sum of token log-probabilities (EOS included) divided by the GNMT length penalty
 ((5 + |Y|) / 6) ** alpha, with |Y| counting EOS, as in the paper's section 6.1 (not len ** alpha).
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from mt.batching import token_batches
-from mt.cache import DecoderCache
+from mt.cache import DecoderCache, kept_rows
 from mt.config import DecodeConfig
 from mt.masks import target_mask
 from mt.model import Transformer
@@ -223,7 +224,8 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
         n_going = int(going.sum())  # the step's one read from the device
         if 0 < n_going < n_alive:
             keep = compacted(going, n_going)
-            alive, memory, mask, best, position = alive[keep], memory[keep], mask[keep], best[keep], position[keep]
+            alive, best, position = alive[keep], best[keep], position[keep]
+            memory, mask = kept_rows(memory, keep), kept_rows(mask, keep)
             if cache is not None:
                 cache.keep(keep)
         n_alive = n_going
@@ -399,7 +401,7 @@ def advance_beams(beams: Beams, live_score, live_beam, live_token, going, n_goin
     if n_going < going.size(0):
         keep = compacted(going, n_going)
         rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
-        memory, src_mask = memory[keep], src_mask[keep]
+        memory, src_mask = kept_rows(memory, keep), kept_rows(src_mask, keep)
         if cache is not None:
             cache.keep(keep)
     tokens = beams.tokens[rows.view(-1)]

@@ -11,7 +11,8 @@ rows, each in a fresh process with `--threads` threads:
   sentencepiece pieces, as its documentation shows (N = 0 is its default: everything in one batch). M is the
   longest source + 50, the limit of mt's longest sentence (CTranslate2 takes one limit per call; mt's is
   per sentence: source + 50);
-- `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults, and a CTranslate2
+- `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults (with
+  `--process-batch-tokens N`, mt's with `--batch-tokens N`), and a CTranslate2
   script doing the same work (load, read, tokenize, translate at its best batch from the sweep, detokenize,
   write), timed from outside, start-up and imports included;
 - with `--baseline DIR` (another checkout of mt, e.g. a git worktree of an older commit), its mt rows at each
@@ -130,6 +131,8 @@ class Bench:
         command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
                    "--device", "cpu", "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
                    "--max-len-b", str(MAX_LEN_B)]
+        if engine == "mt" and self.args.process_batch_tokens:
+            command += ["--batch-tokens", str(self.args.process_batch_tokens)]
         process_s, _ = self.timed(command, self.root(engine))
         return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
@@ -157,6 +160,8 @@ def main():
     parser.add_argument("--beams", default="1,4", help="searches to compare (1 = greedy)")
     parser.add_argument("--mt-batches", default="4096,8192,16384", help="mt decode.batch_tokens values")
     parser.add_argument("--ct2-batches", default="0,1024,4096,16384", help="CTranslate2 max_batch_size values")
+    parser.add_argument("--process-batch-tokens", type=int, help="--batch-tokens for mt's whole command (default: "
+                        "the checkpoint's decode.batch_tokens; a checkpoint stores the default of its day)")
     parser.add_argument("--limit", type=int, default=None, help="first N dev sentences (default: all 883)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1, help="rounds of all rows; the table gives medians")

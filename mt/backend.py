@@ -61,7 +61,7 @@ class Translator:
 
 @dataclass
 class ModelBackend:
-    """mt's Transformer: greedy search when one hypothesis of beam 1 is wanted, beam search otherwise.
+    """mt's Transformer: greedy search when one hypothesis of beam 1 is wanted (or samples), beam search otherwise.
     `use_cache=False` recomputes every prefix at every step (the reference the KV cache is tested against)."""
 
     model: Transformer | Ensemble
@@ -77,20 +77,8 @@ class ModelBackend:
         if constraints is not None and any(constraints):
             return self._constrained(sources, max_len, opts, nbest, lines, constraints)
         device = next(self.model.parameters()).device
-        if opts.sampling or (opts.beam_size == 1 and nbest == 1):  # greedy search refills its own batches
-            src, src_mask = source_batch(sources, device)
-            prefix = _prefix_tensor(prefixes, device)
-            if not opts.sampling:
-                return [[h] for h in greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
-                                                   use_cache=self.use_cache, prefix=prefix,
-                                                   batch_tokens=opts.batch_tokens)]
-
-            def repeat(t):  # nbest rows per sentence, each drawing on its own
-                return None if t is None else t.repeat_interleave(nbest, 0)
-            hyps = greedy_search(self.model, repeat(src), repeat(src_mask), max_len=repeat(max_len), alpha=opts.alpha,
-                                 use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest), prefix=repeat(prefix),
-                                 batch_tokens=opts.batch_tokens)
-            return [hyps[i:i + nbest] for i in range(0, len(hyps), nbest)]
+        if opts.sampling or (opts.beam_size == 1 and nbest == 1):
+            return self._greedy(sources, max_len, opts, nbest, lines, prefixes)
 
         def beams(index: list[int]) -> list[list[Hypothesis]]:
             src, src_mask = source_batch([sources[i] for i in index], device)
@@ -98,6 +86,23 @@ class ModelBackend:
             return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
                                max_len=max_len[index], nbest=nbest, use_cache=self.use_cache, prefix=prefix)
         return per_batch(sources, opts.batch_tokens, beams)
+
+    def _greedy(self, sources, max_len: torch.Tensor, opts: DecodeConfig, nbest: int, lines, prefixes):
+        """Greedy search, or `nbest` samples per sentence (rows of their own, each drawing on its own), over all
+        the sentences: the search refills its own batch of `opts.batch_tokens` source tokens (samples, like
+        beams, not counted)."""
+        src, src_mask = source_batch(sources, next(self.model.parameters()).device)
+        prefix = _prefix_tensor(prefixes, src.device)
+        if not opts.sampling:
+            return [[h] for h in greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
+                                               use_cache=self.use_cache, prefix=prefix, batch_tokens=opts.batch_tokens)]
+
+        def repeat(t):
+            return None if t is None else t.repeat_interleave(nbest, 0)
+        hyps = greedy_search(self.model, repeat(src), repeat(src_mask), max_len=repeat(max_len), alpha=opts.alpha,
+                             use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest), prefix=repeat(prefix),
+                             batch_tokens=opts.batch_tokens * nbest)
+        return [hyps[i:i + nbest] for i in range(0, len(hyps), nbest)]
 
     def _constrained(self, sources, max_len, opts: DecodeConfig, nbest: int, lines, constraints):
         """Sentences with terms through constrained beam search; those without, as without the option."""

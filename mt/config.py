@@ -103,7 +103,7 @@ class DecodeConfig:
     alpha: float = 0.6  # GNMT length penalty exponent, section 6.1
     max_len_a: float = 1.0  # maximum output length = a * source length + b
     max_len_b: int = 50
-    batch_tokens: int = 4096  # source tokens per batch (padding counted, beams not); docs/benchmarks.md
+    batch_tokens: int = 16384  # source tokens per batch (padding counted, beams not); docs/benchmarks.md
     sampling: bool = False  # draw each next token at random instead of searching (back-translation)
     topk: int = 0  # sampling: only from the k most probable tokens; 0: all
     topp: float = 1.0  # sampling: only from the smallest set of tokens with this much probability (nucleus)

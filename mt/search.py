@@ -254,8 +254,8 @@ def _joining(waiting: list[tuple[torch.Tensor, int]], n_alive: int, room: int | 
     taken: list[torch.Tensor] = []
     rows, width = n_alive, 0
     while waiting and (rows == 0 or room is not None and (rows + waiting[0][0].numel()) * waiting[0][1] <= room):
-        part, width = waiting.pop(0)
-        rows += part.numel()
+        part, part_width = waiting.pop(0)
+        rows, width = rows + part.numel(), max(width, part_width)
         taken.append(part)
     return (torch.cat(taken), width) if taken else (None, 0)
 

@@ -401,7 +401,7 @@ def advance_beams(beams: Beams, live_score, live_beam, live_token, going, n_goin
     if n_going < going.size(0):
         keep = compacted(going, n_going)
         rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
-        memory, src_mask = kept_rows(memory, keep), kept_rows(src_mask, keep)
+        memory, src_mask = kept_rows(memory, keep), src_mask[keep]  # the mask may be the caller's: not in place
         if cache is not None:
             cache.keep(keep)
     tokens = beams.tokens[rows.view(-1)]

@@ -182,3 +182,14 @@ def test_a_refilled_batch_decodes_each_sentence_as_alone(model, sources, case, m
     assert [h.score for h in refilled] == pytest.approx([h.score for h in alone], abs=1e-5)
     if prefixes is not None:
         assert all(h.tokens[:len(p)] == p for h, p in zip(refilled, prefixes))
+
+
+def test_searches_leave_the_callers_tensors_as_they_were(model, sources):
+    """Sentences that end are dropped in place where the search owns the tensor, never in the caller's."""
+    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
+    src_mask = padding_mask(src)
+    given = (src.clone(), src_mask.clone())
+    max_len = max_output_lengths(torch.tensor([len(s) for s in sources]), 1.0, 10, 255)
+    beam_search(model, src, src_mask, beam_size=4, alpha=0.6, max_len=max_len)
+    greedy_search(model, src, src_mask, max_len=max_len, alpha=0.6, batch_tokens=40)
+    assert torch.equal(src, given[0]) and torch.equal(src_mask, given[1])

@@ -1,7 +1,7 @@
 """Decoding backends: what searches a batch of encoded sources. Here the interface and mt's own model.
 
 The front end (mt/decode.py) prepares lines (encoding, truncation, empty lines, length limits) once for every
-backend; a backend searches them in batches of at most `decode.batch_tokens` source tokens (`source_batches`,
+backend; a backend searches them in batches of at most `decode.batch_tokens` source tokens (`per_batch`,
 or refilled batches: mt/search.py). mt/ct2_backend.py is the other backend (an exported CTranslate2
 directory). A new backend is a class with `max_positions` and `search` and a loader that returns a
 `Translator`.
@@ -71,18 +71,21 @@ class ModelBackend:
     def max_positions(self) -> int:
         return self.model.cfg.max_positions
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
     def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
                lines: list[int], prefixes: list[list[int]] | None = None,
                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         if constraints is not None and any(constraints):
             return self._constrained(sources, max_len, opts, nbest, lines, constraints)
-        device = next(self.model.parameters()).device
         if opts.sampling or (opts.beam_size == 1 and nbest == 1):
             return self._greedy(sources, max_len, opts, nbest, lines, prefixes)
 
         def beams(index: list[int]) -> list[list[Hypothesis]]:
-            src, src_mask = source_batch([sources[i] for i in index], device)
-            prefix = _prefix_tensor(None if prefixes is None else [prefixes[i] for i in index], device)
+            src, src_mask = source_batch([sources[i] for i in index], self.device)
+            prefix = _prefix_tensor(None if prefixes is None else [prefixes[i] for i in index], self.device)
             return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
                                max_len=max_len[index], nbest=nbest, use_cache=self.use_cache, prefix=prefix)
         return per_batch(sources, opts.batch_tokens, beams)
@@ -91,8 +94,8 @@ class ModelBackend:
         """Greedy search, or `nbest` samples per sentence (rows of their own, each drawing on its own), over all
         the sentences: the search refills its own batch of `opts.batch_tokens` source tokens (samples, like
         beams, not counted)."""
-        src, src_mask = source_batch(sources, next(self.model.parameters()).device)
-        prefix = _prefix_tensor(prefixes, src.device)
+        src, src_mask = source_batch(sources, self.device)
+        prefix = _prefix_tensor(prefixes, self.device)
         if not opts.sampling:
             return [[h] for h in greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
                                                use_cache=self.use_cache, prefix=prefix, batch_tokens=opts.batch_tokens)]
@@ -117,7 +120,7 @@ class ModelBackend:
                 results[i] = hyps
 
         def constrained(index: list[int]) -> list[list[Hypothesis]]:
-            src, src_mask = source_batch([sources[with_terms[i]] for i in index], next(self.model.parameters()).device)
+            src, src_mask = source_batch([sources[with_terms[i]] for i in index], self.device)
             return constrained_beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
                                            max_len=max_len[[with_terms[i] for i in index]], nbest=nbest,
                                            constraints=[constraints[with_terms[i]] for i in index],

@@ -97,7 +97,8 @@ class DecoderCache:
     def join(self, rows: int, device) -> None:
         """`rows` new rows (G = 1) join after the others; they start at the next step, and the step's memory
         and source mask end with theirs (their source keys and values are projected then). Positions before
-        the first start of any row are dropped: none can see them."""
+        the first start of any row are dropped: none can see them (finding them reads one number from the
+        device, once per join)."""
         if self.group > 1:
             raise ValueError("only a cache of one row per sentence can be joined")
         start = self.start if self.start is not None else torch.zeros(self._rows(), dtype=torch.long, device=device)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from mt.batching import token_batches
 from mt.cache import DecoderCache, kept_rows
@@ -268,8 +269,7 @@ def _stacked(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
 
     def padded(t):
         missing = width - t.size(source_dim)
-        return t if missing == 0 else torch.cat([t, t.new_zeros(*t.shape[:source_dim], missing,
-                                                               *t.shape[source_dim + 1:])], dim=source_dim)
+        return t if missing == 0 else F.pad(t, (0, 0) * (t.dim() - 1 - source_dim) + (0, missing))
     return torch.cat([padded(old), padded(new)])
 
 

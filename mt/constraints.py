@@ -35,6 +35,7 @@ from mt.search import (  # beam search's bookkeeping, shared
     length_penalty,
     next_token_logits,
     start_beams,
+    top_k,
 )
 from mt.symbols import EOS
 
@@ -182,7 +183,7 @@ def _may_end(log_probs, progress: _Progress, anyway: torch.Tensor, sentence, max
 def _candidates(log_probs, progress: _Progress, terms: torch.Tensor, k: int):
     """Each row's candidate tokens and their log-probs (R, 2K + M): its 2K best tokens, then the next token of
     every term it has not met (-inf where there is none, or where the token is already a candidate)."""
-    top_log_probs, top = log_probs.topk(min(2 * k, log_probs.size(1)), dim=1)
+    top_log_probs, top = top_k(log_probs, 2 * k)
     rows = torch.arange(len(top), device=top.device)[:, None]
     position = torch.where(torch.arange(terms.size(1), device=top.device) == progress.inside[:, None],
                            progress.done_tokens[:, None], 0).clamp(max=terms.size(2) - 1)

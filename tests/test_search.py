@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from mt.backend import ModelBackend
+from mt.batching import token_batches
 from mt.cache import DecoderCache
 from mt.config import DecodeConfig
 from mt.decode import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import CAUSAL, padding_mask, target_mask
 from mt.quantize import quantize_int8
-from mt.search import beam_search, greedy_search, length_penalty, max_output_lengths
+from mt.search import REFILL_PARTS, beam_search, greedy_search, length_penalty, max_output_lengths, top_k
 from mt.symbols import BOS, EOS
 from tests.conftest import random_model, random_sources
 
@@ -193,3 +194,40 @@ def test_searches_leave_the_callers_tensors_as_they_were(model, sources):
     beam_search(model, src, src_mask, beam_size=4, alpha=0.6, max_len=max_len)
     greedy_search(model, src, src_mask, max_len=max_len, alpha=0.6, batch_tokens=40)
     assert torch.equal(src, given[0]) and torch.equal(src_mask, given[1])
+
+
+def test_a_refilled_batch_encodes_each_part_as_wide_as_its_longest_source(model, sources, monkeypatch):
+    """Parts that join together are encoded apart: the encoder sees the parts' rows x longest source, not all of
+    their rows padded to the widest part's."""
+    encoded = []
+    original_encode = type(model).encode
+    monkeypatch.setattr(type(model), "encode", lambda m, src, src_mask: (encoded.append(src.numel()),
+                                                                         original_encode(m, src, src_mask))[1])
+    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
+    lengths = [len(s) + 1 for s in sources]
+    max_len = max_output_lengths(torch.tensor(lengths) - 1, 1.0, 10, 255)
+    batch_tokens = 160
+    greedy_search(model, src, padding_mask(src), max_len=max_len, alpha=0.6, batch_tokens=batch_tokens)
+    parts = token_batches(lengths, batch_tokens // REFILL_PARTS)
+    assert len(encoded) == len(parts) > 2
+    assert encoded == [len(part) * max(lengths[i] for i in part) for part in parts]
+
+
+@pytest.mark.parametrize("width", [1000, 4000, 8000])
+@pytest.mark.parametrize("n", [1, 8])
+def test_top_k_equals_torch_topk(width, n):
+    """The chunked top-k (CPU) finds the same scores at the same indices as torch.topk: over whole chunks, over
+    a tail after the last one (4,000 = 62 x 64 + 32), below the size where it pays (1,000: topk itself), and
+    on rows where a prefix leaves one finite score."""
+    generator = torch.Generator().manual_seed(width + n)
+    scores = torch.stack([torch.randperm(width, generator=generator) for _ in range(50)]).float() / width  # no ties
+    scores[:, -5:] += 2.0  # some rows' best in the tail
+    scores[:3, 1:-5] -= 3.0  # and elsewhere
+    found = top_k(scores, n)
+    expected = scores.topk(n, dim=1)
+    assert torch.equal(found[0], expected.values) and torch.equal(found[1], expected.indices)
+    forced = torch.full((2, width), float("-inf"))
+    forced[0, 7], forced[1, width - 1] = -0.5, -1.5
+    top, index = top_k(forced, n)
+    assert top[:, 0].tolist() == [-0.5, -1.5] and index[:, 0].tolist() == [7, width - 1]
+    assert torch.isinf(top[:, 1:]).all()

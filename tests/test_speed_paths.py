@@ -12,7 +12,7 @@ from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
 from mt.flops import machine_peak_flops, training_flops
 from mt.masks import padding_mask
-from mt.model import build_model
+from mt.model import Linear, build_model, linear_relu
 from mt.recipe import make_optimizer
 from mt.runtime import batch_padding, setup_runtime
 from mt.update import Learner, apply_update
@@ -115,3 +115,15 @@ def test_training_linear_keeps_its_gradient():
     layer(x).square().sum().backward()
     reference(x).square().sum().backward()
     assert torch.allclose(layer.weight.grad, reference.weight.grad) and torch.allclose(layer.bias.grad, reference.bias.grad)
+
+
+def test_relu_inside_the_matmul_gives_relu_of_the_matmul():
+    """`linear_relu` (oneDNN's fused ReLU when decoding on a CPU) equals F.relu of the plain linear layer, in
+    inference and in training (where it is F.relu itself)."""
+    torch.manual_seed(0)
+    layer, x = Linear(16, 32), torch.randn(5, 3, 16)
+    expected = torch.nn.functional.relu(torch.nn.functional.linear(x, layer.weight, layer.bias))
+    with torch.inference_mode():
+        assert torch.allclose(linear_relu(layer, x), expected, atol=1e-6)
+        assert (linear_relu(layer, x) == 0).any()
+    assert torch.equal(linear_relu(layer, x), expected)

@@ -102,6 +102,13 @@ class Batch:
         return int(self.tgt_lengths.sum())
 
     @property
+    def real_targets(self) -> torch.Tensor:
+        """Indices of the real (non-PAD) positions among the B*T of tgt_out, on its device; found from the
+        host's lengths, so picking them reads nothing back from the device."""
+        real = torch.arange(self.tgt_out.size(1)) < self.tgt_lengths[:, None]
+        return real.view(-1).nonzero().squeeze(1).to(self.tgt_out.device, non_blocking=True)
+
+    @property
     def src_mask(self) -> torch.Tensor:
         """(B, 1, 1, S). The decoder needs no target mask: see Transformer.decode."""
         return padding_mask(self.src)

@@ -65,9 +65,11 @@ def linear_relu(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
 class Dropout(nn.Module):
     """Dropout (5.4): each element zeroed with probability p, the others scaled by 1 / (1 - p); off in eval.
 
-    On a CPU the mask is uniform numbers compared with p: torch's F.dropout draws it with bernoulli_, which took
-    twice as long (forward and backward of a 3584 x 256 activation: 6.8 ms against 3.7 ms, torch 2.13 on 2
-    cores; 17 dropouts a step in the protocol model). Elsewhere F.dropout (CUDA's kernel is fused)."""
+    On a CPU the mask comes from random bits, two elements to one draw (`keep_mask`): torch's F.dropout draws a
+    float per element with bernoulli_, and uniform floats compared with p took most of the time still
+    (forward and backward of a 3584 x 256 activation, torch 2.13 on 2 cores: bernoulli_ 6.8 ms, uniform floats
+    3.2 ms, paired bits 1.8 ms; 17 dropouts a step in the protocol model). Elsewhere F.dropout (CUDA's kernel
+    is fused)."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -78,7 +80,17 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu":
             return F.dropout(x, self.p, training=True)
-        return x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+        return x * (keep_mask(x.shape, self.p) * (1.0 / (1.0 - self.p))).to(x.dtype)  # no-op in float32
+
+
+def keep_mask(shape: torch.Size, p: float) -> torch.Tensor:
+    """An int16 CPU tensor of `shape`: each element 0 with probability p rounded to a multiple of 2^-15 (0.1 is
+    0.100006), else 1. One int32 draw of torch's generator (31 random bits) gives two elements 15 bits each:
+    its two int16 halves, the sign bit of the low one masked off. Compared in place (a bool result took 0.5 ms
+    more of the 1.8 above)."""
+    n = math.prod(shape)
+    bits = torch.empty((n + 1) // 2, dtype=torch.int32).random_().view(torch.int16)[:n]
+    return bits.bitwise_and_(0x7FFF).ge_(round(p * 32768)).view(shape)
 
 
 class Embedding(nn.Module):
@@ -298,17 +310,20 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.encoder_norm(x)
 
-    def decode(self, memory, src_mask, tgt_in, tgt_mask=CAUSAL) -> torch.Tensor:
+    def decode(self, memory, src_mask, tgt_in, tgt_mask=CAUSAL, at: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher forcing: memory (B, S, D), src_mask (B, 1, 1, S), tgt_in (B, T), tgt_mask (B, 1, T, T) or
-        CAUSAL -> logits (B, T, V).
+        CAUSAL -> logits (B, T, V); with `at` (N,), indices into the B*T positions, logits (N, V) of those only.
 
         CAUSAL (mt/masks.py) leaves the no-peeking mask to the attention kernel and ignores target padding:
         padding follows every real token, so a real position never sees it, and the loss ignores the outputs
-        at padded positions.
+        at padded positions (training asks for the real ones only, `at`: the projection to the vocabulary is a
+        fifth of a step's matmuls).
         """
         x = self.tgt_embed(tgt_in)
         for layer in self.decoder_layers:
             x = layer(x, memory, src_mask, tgt_mask)
+        if at is not None:
+            x = x.flatten(0, 1).index_select(0, at)
         return self._logits(x)
 
     def decode_step(self, memory, src_mask, tgt_new, cache: DecoderCache) -> torch.Tensor:
@@ -327,8 +342,8 @@ class Transformer(nn.Module):
             return self.output(x)  # a module call, so that an int8-quantized projection (mt.quantize) works too
         return linear(x, self.tgt_embed.tokens.weight)
 
-    def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL):
-        return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask)
+    def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL, at: torch.Tensor | None = None):
+        return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask, at)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,8 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0) -
 
 
 def label_smoothed_loss(logits: torch.Tensor, tgt_out: torch.Tensor, smoothing: float):
-    """logits (B, T, V), tgt_out (B, T) -> (smoothed loss, NLL), each summed over non-PAD tokens (section 5.4).
+    """logits (B, T, V), tgt_out (B, T) (or (N, V) and (N,)) -> (smoothed loss, NLL), each summed over non-PAD
+    tokens (section 5.4).
 
     The smoothed loss per token is torch's cross_entropy with label_smoothing: (1 - eps) * -log p(y) +
     eps / V * sum_v -log p(v). Its gradient is written in one pass (`_SmoothedCrossEntropy`)."""

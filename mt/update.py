@@ -65,8 +65,9 @@ def train_step(cfg: Config, rt: Runtime, learner: Learner,
     for i, batch in enumerate(micro):
         sync = i == len(micro) - 1 or not rt.distributed
         with (contextlib.nullcontext() if sync else learner.step_model.no_sync()), rt.autocast():
-            logits = learner.step_model(batch.src, batch.src_mask, batch.tgt_in)
-            loss, nll = label_smoothed_loss(logits, batch.tgt_out, tc.label_smoothing)
+            real = batch.real_targets
+            logits = learner.step_model(batch.src, batch.src_mask, batch.tgt_in, at=real)  # (real targets, V)
+            loss, nll = label_smoothed_loss(logits, batch.tgt_out.view(-1)[real], tc.label_smoothing)
         learner.scaler.scale(loss / n_tokens).backward()
         sums[:2] += torch.stack([loss.detach(), nll.detach()])
     sums = rt.sum(sums)

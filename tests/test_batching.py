@@ -109,6 +109,7 @@ def test_collate_builds_teacher_forcing_pairs_and_matching_masks(tmp_path):
         allowed = (batch.tgt_in != PAD) & (torch.arange(T) <= t)
         assert torch.equal(tgt_mask[:, 0, t], allowed)
     assert batch.n_tokens == int((batch.tgt_out != PAD).sum())
+    assert torch.equal(batch.real_targets, (batch.tgt_out != PAD).view(-1).nonzero().squeeze(1))
     real = max(batch.src.size(1), batch.tgt_in.size(1)) * B
     assert real <= 512
 

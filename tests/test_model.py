@@ -9,7 +9,7 @@ from torch import nn
 from mt.config import ModelConfig
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.checkpoint import upgrade_state_dict
-from mt.model import MultiHeadAttention, build_model, sinusoidal_positions
+from mt.model import Dropout, MultiHeadAttention, build_model, sinusoidal_positions
 from mt.symbols import BOS, PAD
 
 VOCAB = 50
@@ -186,12 +186,45 @@ def test_the_causal_target_mask_ignores_padding_and_equals_the_explicit_mask():
     """Training passes CAUSAL (SDPA's is_causal, no mask tensor): real positions equal the explicit-mask result."""
     model = _model()
     src, tgt = _batch()
-    assert model.decode.__defaults__ == (CAUSAL,)  # what a call without a target mask means, said in the signature
+    assert model.decode.__defaults__[0] is CAUSAL  # what a call without a target mask means, said in the signature
     with torch.no_grad():
         explicit = model(src, padding_mask(src), tgt, target_mask(tgt))
         implicit = model(src, padding_mask(src), tgt, CAUSAL)
     real = tgt != PAD
     assert (explicit - implicit)[real].abs().max() < 1e-5
+
+
+def test_dropout_zeroes_each_element_with_probability_p_and_scales_the_rest():
+    """On a CPU the mask comes in pairs of 15-bit halves of one draw: both halves of every draw keep 1 - p."""
+    dropout = Dropout(0.1).train()
+    x = torch.ones(1001, 999, requires_grad=True)  # an odd number of elements: the last draw is half used
+    torch.manual_seed(0)
+    y = dropout(x)
+    kept = y != 0
+    assert torch.allclose(y[kept], torch.tensor(1 / 0.9))
+    for half in (kept.view(-1)[0::2], kept.view(-1)[1::2]):  # 500k elements each: 0.003 is 7 standard errors
+        assert abs(half.float().mean().item() - 0.9) < 0.003
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # the gradient flows where kept, scaled alike
+    torch.manual_seed(0)
+    assert torch.equal(dropout(x), y)  # the run's seed decides the mask
+    assert torch.equal(dropout.eval()(x), x)
+
+
+def test_logits_asked_at_the_real_targets_are_those_rows_of_all_logits():
+    """Training projects only the real target positions to the vocabulary (`at`); they equal those rows of the
+    full (B, T, V) logits, and so do their gradients."""
+    model = _model()
+    src, tgt = _batch()
+    at = (tgt != PAD).view(-1).nonzero().squeeze(1)
+    full = model(src, padding_mask(src), tgt)
+    picked = model(src, padding_mask(src), tgt, at=at)
+    assert picked.shape == (len(at), VOCAB) and len(at) < tgt.numel()
+    assert torch.allclose(picked, full.flatten(0, 1)[at], atol=1e-6)
+    weights = torch.randn(len(at), VOCAB)
+    grad_full = torch.autograd.grad((full.flatten(0, 1)[at] * weights).sum(), model.tgt_embed.tokens.weight)[0]
+    grad_picked = torch.autograd.grad((picked * weights).sum(), model.tgt_embed.tokens.weight)[0]
+    assert torch.allclose(grad_picked, grad_full, atol=1e-5)
 
 
 def test_no_gradient_reaches_padded_target_positions_without_a_mask():

@@ -47,10 +47,10 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss: torch.Tensor, grad_nll: torch.Tensor):
         log_probs, target, keep = ctx.saved_tensors
         eps, vocab = ctx.smoothing, log_probs.size(-1)
-        grad = log_probs.exp_().mul_(grad_loss + grad_nll).sub_(grad_loss * eps / vocab)  # in place: ours alone
-        on_target = (grad_loss * (1.0 - eps) + grad_nll).expand(target.size(0), 1)
-        grad.scatter_add_(1, target[:, None], -on_target)
-        grad.mul_(keep[:, None])
+        keep = keep.to(log_probs.dtype)[:, None]  # PAD rows: 0, folded into each row's factors (no pass of its own)
+        scale, shift = (grad_loss + grad_nll) * keep, grad_loss * eps / vocab * keep
+        grad = log_probs.exp_().mul_(scale).sub_(shift)  # in place: the saved log-probs are ours alone
+        grad.scatter_add_(1, target[:, None], -(grad_loss * (1.0 - eps) + grad_nll) * keep)
         return grad.to(ctx.dtype), None, None
 
 

@@ -119,13 +119,15 @@ class ModelBackend:
             for i, hyps in zip(others, found):
                 results[i] = hyps
 
+        term_sources, term_max_len = [sources[i] for i in with_terms], max_len[with_terms]
+        term_constraints = [constraints[i] for i in with_terms]
+
         def constrained(index: list[int]) -> list[list[Hypothesis]]:
-            src, src_mask = source_batch([sources[with_terms[i]] for i in index], self.device)
+            src, src_mask = source_batch([term_sources[i] for i in index], self.device)
             return constrained_beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
-                                           max_len=max_len[[with_terms[i] for i in index]], nbest=nbest,
-                                           constraints=[constraints[with_terms[i]] for i in index],
-                                           use_cache=self.use_cache)
-        found = per_batch([sources[i] for i in with_terms], opts.batch_tokens, constrained)
+                                           max_len=term_max_len[index], nbest=nbest,
+                                           constraints=[term_constraints[i] for i in index], use_cache=self.use_cache)
+        found = per_batch(term_sources, opts.batch_tokens, constrained)
         for i, hyps in zip(with_terms, found):
             results[i] = hyps
         return results

@@ -221,19 +221,18 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
         parts = _joining(waiting, n_alive, batch_tokens if use_cache else None)
         if parts:
             joining = torch.cat([rows for rows, _ in parts])
-            new_masks = [src_mask[rows, :, :, :width] for rows, width in parts]
-            new_memory = _stacked([model.encode(src[rows, :width], part_mask)  # each part as wide as it needs
-                                   for (rows, width), part_mask in zip(parts, new_masks)])
-            new_mask = _stacked(new_masks)
-            if n_alive == 0:
-                alive, memory, mask, since_start = joining, new_memory, new_mask, 0
-                position = torch.zeros_like(joining)
-                last = torch.full((joining.numel(), 1), BOS, dtype=torch.long, device=device)
+            part_masks = [src_mask[rows, :, :, :width] for rows, width in parts]
+            part_memories = [model.encode(src[rows, :width], part_mask)  # each part as wide as it needs
+                             for (rows, width), part_mask in zip(parts, part_masks)]
+            first = torch.full((joining.numel(), 1), BOS, dtype=torch.long, device=device)
+            if n_alive == 0:  # a fresh batch
+                alive, position, last, since_start = joining, torch.zeros_like(joining), first, 0
+                memory, mask = _stacked(part_memories), _stacked(part_masks)
                 cache = DecoderCache(len(model.decoder_layers), steps) if use_cache else None
-            else:
+            else:  # rows join those still decoding
                 alive, position = torch.cat([alive, joining]), torch.cat([position, torch.zeros_like(joining)])
-                memory, mask = _stacked([memory, new_memory]), _stacked([mask, new_mask])
-                last = torch.cat([last, torch.full((joining.numel(), 1), BOS, dtype=torch.long, device=device)])
+                last = torch.cat([last, first])
+                memory, mask = _stacked([memory, *part_memories]), _stacked([mask, *part_masks])
                 cache.join(joining.numel(), device)
             n_alive = alive.numel()
         if n_alive == 0:

@@ -195,7 +195,8 @@ def test_the_causal_target_mask_ignores_padding_and_equals_the_explicit_mask():
 
 
 def test_dropout_zeroes_each_element_with_probability_p_and_scales_the_rest():
-    """On a CPU the mask comes in pairs of 15-bit halves of one draw: both halves of every draw keep 1 - p."""
+    """On a CPU the mask comes in pairs of 15-bit halves of one draw: both halves of every draw keep 1 - p; the
+    kept elements and their gradient are scaled by 1 / (1 - p); off in eval and at p = 0."""
     dropout = Dropout(0.1).train()
     x = torch.ones(1001, 999, requires_grad=True)  # an odd number of elements: the last draw is half used
     torch.manual_seed(0)
@@ -208,7 +209,8 @@ def test_dropout_zeroes_each_element_with_probability_p_and_scales_the_rest():
     assert torch.equal(x.grad, y.detach())  # the gradient flows where kept, scaled alike
     torch.manual_seed(0)
     assert torch.equal(dropout(x), y)  # the run's seed decides the mask
-    assert torch.equal(dropout.eval()(x), x)
+    assert dropout.eval()(x) is x
+    assert Dropout(0.0).train()(x) is x
 
 
 def test_logits_asked_at_the_real_targets_are_those_rows_of_all_logits():
@@ -272,19 +274,3 @@ def test_a_state_with_separate_q_k_v_projections_loads_with_identical_outputs():
     src, tgt = _batch()
     with torch.no_grad():
         assert torch.equal(fresh(src, padding_mask(src), tgt), model(src, padding_mask(src), tgt))
-
-
-def test_dropout_zeroes_p_and_scales_the_rest_on_cpu():
-    from mt.model import Dropout
-
-    torch.manual_seed(0)
-    drop, x = Dropout(0.1), torch.ones(200_000, requires_grad=True)
-    y = drop(x)
-    zeroed = (y == 0).float().mean().item()
-    assert abs(zeroed - 0.1) < 0.003  # 200k draws: the standard deviation is 0.00067
-    assert torch.allclose(y[y != 0], torch.tensor(1 / 0.9))
-    y.sum().backward()
-    assert torch.equal(x.grad, y.detach())  # the gradient is the same mask, scaled alike
-    drop.eval()
-    assert drop(x) is x
-    assert Dropout(0.0).train()(x) is x

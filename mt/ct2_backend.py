@@ -66,6 +66,19 @@ class Ct2Backend:
             [sources[i] for i in index], max_len[index], opts, nbest, [prefixes[i] for i in index] if prefixes else None))
 
     def _batch(self, sources, max_len: torch.Tensor, opts: DecodeConfig, nbest: int, prefixes):
+        if prefixes is not None and not any(prefixes):
+            prefixes = None
+        if prefixes is not None and not all(prefixes):
+            # A call with target prefixes decodes every row of it another way, those without one too (a tiny
+            # model's line came out "s" beside a prefixed line and "" alone): rows without one get a call of
+            # their own, so a line's output does not depend on whether others have prefixes.
+            hyps = [None] * len(sources)
+            for group in ([i for i, p in enumerate(prefixes) if p], [i for i, p in enumerate(prefixes) if not p]):
+                group_prefixes = [prefixes[i] for i in group] if prefixes[group[0]] else None
+                for i, h in zip(group, self._batch([sources[i] for i in group], max_len[group], opts, nbest,
+                                                   group_prefixes)):
+                    hyps[i] = h
+            return hyps
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
         target_prefix = [[self.tgt_sp.id_to_piece(t) for t in p] for p in prefixes] if prefixes else None
         if opts.sampling:

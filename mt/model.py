@@ -13,6 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from mt.cache import DecoderCache, LayerCache
 from mt.config import ModelConfig
@@ -68,6 +69,7 @@ class _OneDnnLinear(torch.autograd.Function):
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
     @staticmethod
+    @once_differentiable  # the op has no gradient: a second derivative through it is refused, not wrong
     def backward(ctx, grad: torch.Tensor):
         x, weight = ctx.saved_tensors
         grad_x = grad_weight = grad_bias = None

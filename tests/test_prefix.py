@@ -76,3 +76,49 @@ def test_translate_prefix_flag_reads_tab_separated_lines(trained_tiny):
     json_out = run_mt("translate", "-c", ckpt, "--prefix", "--output-format", "json",
                       input="Es zeigt Dateien an.\tIt shows\n").stdout
     assert '"text": "It shows' in json_out
+
+
+class _Pieces:
+    """A sentencepiece model's id <-> piece mapping, as far as the CTranslate2 backend uses it."""
+
+    def id_to_piece(self, i):
+        return f"p{i}"
+
+    def piece_to_id(self, piece):
+        return int(piece[1:])
+
+
+class _RecordingCt2:
+    """CTranslate2's translate_batch, recording each call: a row's output is its prefix, then its first source
+    piece, then the end token."""
+
+    def __init__(self):
+        self.calls = []
+
+    def translate_batch(self, pieces, target_prefix=None, **options):
+        from types import SimpleNamespace
+
+        from mt.ct2_backend import END
+
+        self.calls.append((len(pieces), target_prefix))
+        return [SimpleNamespace(hypotheses=[list(target_prefix[i] if target_prefix else []) + [src[0], END]],
+                                scores=[-1.0]) for i, src in enumerate(pieces)]
+
+
+def test_an_exported_directory_decodes_lines_without_a_prefix_in_a_call_of_their_own():
+    """CTranslate2 decodes every row of a call that has target prefixes another way: rows without one go in a
+    call with no prefixes, and the outputs come back in the lines' order."""
+    from types import SimpleNamespace
+
+    from mt.ct2_backend import Ct2Backend
+
+    translator, sp = _RecordingCt2(), SimpleNamespace(sp=_Pieces())
+    backend = Ct2Backend(translator, sp, sp, max_positions=64)
+    opts = DecodeConfig(beam_size=2)
+    sources, max_len = [[5, 6], [7], [8, 9]], torch.tensor([10, 10, 10])
+    out = backend.search(sources, max_len, opts, 1, [0, 1, 2], prefixes=[[1, 2], [], [3]])
+    assert [hyps[0].tokens for hyps in out] == [[1, 2, 5], [7], [3, 8]]
+    assert sorted(translator.calls, key=lambda call: call[1] is None) == [(2, [["p1", "p2"], ["p3"]]), (1, None)]
+    translator.calls.clear()
+    backend.search(sources, max_len, opts, 1, [0, 1, 2], prefixes=[[], [], []])
+    assert translator.calls == [(3, None)]

@@ -72,11 +72,12 @@ class Ct2Backend:
             # A call with target prefixes decodes every row of it another way, those without one too (a tiny
             # model's line came out "s" beside a prefixed line and "" alone): rows without one get a call of
             # their own, so a line's output does not depend on whether others have prefixes.
+            prefixed = [i for i, p in enumerate(prefixes) if p]
+            plain = [i for i, p in enumerate(prefixes) if not p]
             hyps = [None] * len(sources)
-            for group in ([i for i, p in enumerate(prefixes) if p], [i for i, p in enumerate(prefixes) if not p]):
-                group_prefixes = [prefixes[i] for i in group] if prefixes[group[0]] else None
-                for i, h in zip(group, self._batch([sources[i] for i in group], max_len[group], opts, nbest,
-                                                   group_prefixes)):
+            for group, group_prefixes in ((prefixed, [prefixes[i] for i in prefixed]), (plain, None)):
+                found = self._batch([sources[i] for i in group], max_len[group], opts, nbest, group_prefixes)
+                for i, h in zip(group, found):
                     hyps[i] = h
             return hyps
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]

@@ -2,6 +2,9 @@
 under torchrun and `mt bench train` (vectorised collate and prefetching: tests/test_batching.py)."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -159,3 +162,42 @@ def test_relu_inside_the_matmul_gives_relu_of_the_matmul():
         assert torch.allclose(linear_relu(layer, x), expected, atol=1e-6)
         assert (linear_relu(layer, x) == 0).any()
     assert torch.allclose(linear_relu(layer, x), expected, atol=1e-6)
+
+
+THP_PROBE = """
+import sys
+sys.argv = ["mt", *sys.argv[1:]]
+import os, mt, torch
+x = torch.ones(64 * 2 ** 20 // 4)  # 64 MB, touched
+huge = sum(int(line.split()[1]) for line in open("/proc/self/smaps") if line.startswith("AnonHugePages:"))
+print(os.environ.get("THP_MEM_ALLOC_ENABLE"), huge // 1024)
+"""
+
+
+def _transparent_huge_pages_mode() -> str:
+    """The kernel's THP mode: always, madvise or never ("" without THP support)."""
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return ""
+    return text[text.index("[") + 1:text.index("]")] if "[" in text else ""
+
+
+def test_training_asks_for_huge_pages_before_torch_allocates_and_decoding_does_not():
+    """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, so `import mt` sets it first, for the
+    training commands only; a value the user set wins. Where the kernel grants huge pages on request
+    (`madvise`), a training process's large tensors are backed by them."""
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+
+    def probe(*args, **extra):
+        out = subprocess.run([sys.executable, "-c", THP_PROBE, *args], env={**env, **extra}, capture_output=True,
+                             text=True, check=True)
+        flag, huge_mb = out.stdout.split()
+        return flag, int(huge_mb)
+
+    (train_flag, train_huge), (bench_flag, _) = probe("train", "config.yaml"), probe("bench", "train")
+    (decode_flag, decode_huge), (chosen_flag, _) = probe("translate"), probe("train", THP_MEM_ALLOC_ENABLE="0")
+    assert (train_flag, bench_flag, decode_flag, chosen_flag) == ("1", "1", "None", "0")
+    if _transparent_huge_pages_mode() != "madvise":
+        pytest.skip("the kernel's THP mode is not madvise: huge pages do not depend on the request")
+    assert train_huge >= 32 and decode_huge < 32  # MB of the 64 MB tensor on 2 MB pages

@@ -28,7 +28,7 @@ def huge_pages(argv: list[str]) -> str | None:
     With it torch asks the kernel for transparent huge pages (2 MB) for each CPU buffer of 2 MB or more, where
     the kernel's THP mode is `madvise` or `always`. A CPU training step multiplies tens of MB of activations:
     with 2 MB pages the protocol model's updates took 2-3% less time, in five paired runs of 40 and 100 updates
-    (docs/benchmarks.md, "Huge pages"). Decoding preallocates key and value caches that it fills only in part,
+    (docs/benchmarks.md, "Training against fairseq"). Decoding preallocates key and value caches that it fills in part,
     and 2 MB pages would back all of it: beam search of the dev set was slower, so decoding leaves it off."""
     return "1" if trains(argv) else None
 

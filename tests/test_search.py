@@ -1,7 +1,3 @@
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -141,22 +137,6 @@ def test_int8_decoding_stays_close_to_float(model, sources):
     assert error.mean() < 0.05 and error.max() < 0.3  # log-prob error; a wrong weight gives errors of order 1
     results = _translate(quantized, sources)
     assert len(results) == len(sources) and all(len(h[0].tokens) <= len(s) + 10 for h, s in zip(results, sources))
-
-
-def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_user_chose_or_it_trains():
-    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: `import mt` must set it first."""
-    probe = "import sys, os, mt; print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
-    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
-
-    def spin_count(*args, **extra):
-        out = subprocess.run([sys.executable, "-c", probe, *args], env={**env, **extra}, capture_output=True,
-                             text=True, check=True)
-        return out.stdout.split()
-
-    assert spin_count("translate") == ["False", "30000"]
-    assert spin_count("translate", GOMP_SPINCOUNT="5") == ["False", "5"]
-    assert spin_count("train", "config.yaml") == ["False", "None"]  # GNU's default: training is faster with it
-    assert spin_count("bench", "train") == ["False", "None"]
 
 
 @pytest.mark.parametrize("case", ["greedy", "prefix", "sampling", "ensemble"])

@@ -164,9 +164,25 @@ def test_relu_inside_the_matmul_gives_relu_of_the_matmul():
     assert torch.allclose(linear_relu(layer, x), expected, atol=1e-6)
 
 
+def _import_mt(probe: str, *argv: str, **env: str) -> list[str]:
+    """The words `probe` prints in a fresh `python -c probe ARGV...`, where mt sees ARGV as its command; mt's
+    runtime variables are left out of the environment unless given in `env`."""
+    inherited = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE")}
+    out = subprocess.run([sys.executable, "-c", probe, *argv], env={**inherited, **env}, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.split()
+
+
+def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_user_chose_or_it_trains():
+    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: `import mt` must set it first."""
+    probe = "import sys, os, mt; print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
+    assert _import_mt(probe, "translate") == ["False", "30000"]
+    assert _import_mt(probe, "translate", GOMP_SPINCOUNT="5") == ["False", "5"]
+    assert _import_mt(probe, "train", "config.yaml") == ["False", "None"]  # GNU's default: training is faster with it
+    assert _import_mt(probe, "bench", "train") == ["False", "None"]
+
+
 THP_PROBE = """
-import sys
-sys.argv = ["mt", *sys.argv[1:]]
 import os, mt, torch
 x = torch.ones(64 * 2 ** 20 // 4)  # 64 MB, touched
 huge = sum(int(line.split()[1]) for line in open("/proc/self/smaps") if line.startswith("AnonHugePages:"))
@@ -187,17 +203,11 @@ def test_training_asks_for_huge_pages_before_torch_allocates_and_decoding_does_n
     """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, so `import mt` sets it first, for the
     training commands only; a value the user set wins. Where the kernel grants huge pages on request
     (`madvise`), a training process's large tensors are backed by them."""
-    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
-
-    def probe(*args, **extra):
-        out = subprocess.run([sys.executable, "-c", THP_PROBE, *args], env={**env, **extra}, capture_output=True,
-                             text=True, check=True)
-        flag, huge_mb = out.stdout.split()
-        return flag, int(huge_mb)
-
-    (train_flag, train_huge), (bench_flag, _) = probe("train", "config.yaml"), probe("bench", "train")
-    (decode_flag, decode_huge), (chosen_flag, _) = probe("translate"), probe("train", THP_MEM_ALLOC_ENABLE="0")
+    train_flag, train_huge = _import_mt(THP_PROBE, "train", "config.yaml")
+    bench_flag, _ = _import_mt(THP_PROBE, "bench", "train")
+    decode_flag, decode_huge = _import_mt(THP_PROBE, "translate")
+    chosen_flag, _ = _import_mt(THP_PROBE, "train", THP_MEM_ALLOC_ENABLE="0")
     assert (train_flag, bench_flag, decode_flag, chosen_flag) == ("1", "1", "None", "0")
     if _transparent_huge_pages_mode() != "madvise":
         pytest.skip("the kernel's THP mode is not madvise: huge pages do not depend on the request")
-    assert train_huge >= 32 and decode_huge < 32  # MB of the 64 MB tensor on 2 MB pages
+    assert int(train_huge) >= 32 and int(decode_huge) < 32  # MB of the 64 MB tensor on 2 MB pages

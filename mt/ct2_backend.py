@@ -7,6 +7,7 @@ DIR` needs nothing else. `ctranslate2` is the optional extra `mt[ct2]`.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -44,9 +45,29 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
                            source=str(directory / MARKER))
     src_tok = Tokenizer((directory / "source.spm").read_bytes())
     tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
-    translator = ct2.Translator(str(directory), device=device, compute_type=quantize or "default",
-                                intra_threads=torch.get_num_threads())
+    translator = _ct2_translator(ct2, directory, device, quantize or "default")
     return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
+
+
+def _ct2_translator(ct2, directory: Path, device: str, compute_type: str):
+    """CTranslate2's Translator on `device`; `auto` is CUDA only where CTranslate2 can decode there. Its wheels
+    need CUDA 12's libraries (libcublas.so.12), which a machine with a GPU may lack (an H100 with CUDA 13 only),
+    and it says so only at the first translation: so a one-token translation is tried first."""
+    def make(on: str):
+        return ct2.Translator(str(directory), device=on, compute_type=compute_type,
+                              intra_threads=torch.get_num_threads())
+
+    if device == "cpu" or (device == "auto" and ct2.get_cuda_device_count() == 0):
+        return make("cpu")
+    translator = make("cuda")
+    try:
+        translator.translate_batch([["\u2581"]], max_decoding_length=1)
+    except RuntimeError as err:
+        if device == "cuda":
+            raise MtError(f"{directory}: CTranslate2 cannot decode on CUDA here ({err})") from None
+        print(f"note: CTranslate2 cannot decode on CUDA here ({err}); decoding on the CPU", file=sys.stderr)
+        return make("cpu")
+    return translator
 
 
 class Ct2Backend:

@@ -74,11 +74,23 @@ def setup_runtime(cfg: TrainConfig, log=print) -> Runtime:
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     if device.type == "cpu":
         keep_freed_memory()
+    else:
+        attention_without_cudnn()
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg.precision]
     if dtype is not None and device.type != "cuda":
         log(f"warning: train.precision {cfg.precision} needs CUDA; training in fp32 on {device.type}")
         dtype = None
     return Runtime(device, rank, world, dtype)
+
+
+def attention_without_cudnn() -> None:
+    """Keep SDPA off its cuDNN kernel on CUDA; it picks flash or memory-efficient attention instead.
+
+    cuDNN attention (torch's first choice for bf16/fp16 on an H100) builds a plan for every new shape: 420-630 ms
+    at the first call of a shape against 1.1 ms without it (H100, torch 2.11). Training batches and greedy decoding
+    make new shapes all the time: transformer-base's first 60 updates on DDTP took 87 s with it and 26 s without,
+    and a dev evaluation 37.5 s against 2.5 s, with the same losses (docs/benchmarks.md, "On a GPU")."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt's parameter numbers (glibc's malloc.h)

@@ -1,6 +1,6 @@
 """Decoding speed against CTranslate2 called the way its documentation calls it, on the shipped dev set.
 
-    python scripts/bench_decode.py --model runs/a.pt --model runs/b.pt [--beams 1,4] [--repeat 2] [--limit N]
+    python scripts/bench_decode.py --model runs/a.pt --model runs/b.pt [--beams 1,4] [--repeat 2] [--limit N] [--device cuda]
 
 Each model is exported once with `mt export` (float32, a temporary directory). Then, per model and search, these
 rows, each in a fresh process with `--threads` threads:
@@ -46,13 +46,13 @@ def read_lines(path: Path, limit: int | None) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()[:limit]
 
 
-def run_mt(model: str, beam: int, batch: int, lines: list[str]) -> tuple[float, list[str]]:
+def run_mt(model: str, beam: int, batch: int, lines: list[str], device: str) -> tuple[float, list[str]]:
     import torch
 
     from mt.config import DecodeConfig
     from mt.decode import load_translator, translate_lines
 
-    tr = load_translator(model, "cpu")
+    tr = load_translator(model, device)
     start = time.perf_counter()
     with torch.inference_mode():
         opts = DecodeConfig(beam_size=beam, alpha=ALPHA, max_len_a=1.0, max_len_b=MAX_LEN_B, batch_tokens=batch)
@@ -60,11 +60,12 @@ def run_mt(model: str, beam: int, batch: int, lines: list[str]) -> tuple[float, 
     return time.perf_counter() - start, texts
 
 
-def run_ct2(directory: str, beam: int, batch: int, lines: list[str], threads: int) -> tuple[float, list[str]]:
+def run_ct2(directory: str, beam: int, batch: int, lines: list[str], threads: int,
+            device: str) -> tuple[float, list[str]]:
     import ctranslate2
     import sentencepiece as spm
 
-    translator = ctranslate2.Translator(directory, device="cpu", intra_threads=threads)
+    translator = ctranslate2.Translator(directory, device=device, intra_threads=threads)
     src = spm.SentencePieceProcessor(model_file=f"{directory}/source.spm")
     tgt = spm.SentencePieceProcessor(model_file=f"{directory}/target.spm")
     start = time.perf_counter()
@@ -86,9 +87,9 @@ def child_main(args) -> None:
     torch.set_num_threads(args.threads)
     lines = read_lines(Path(args.input), args.limit)
     if args.engine == "mt":
-        seconds, texts = run_mt(args.model, args.beam, args.batch, lines)
+        seconds, texts = run_mt(args.model, args.beam, args.batch, lines, args.device)
     else:
-        seconds, texts = run_ct2(args.model, args.beam, args.batch, lines, args.threads)
+        seconds, texts = run_ct2(args.model, args.beam, args.batch, lines, args.threads, args.device)
     if args.output:  # the CTranslate2 `process` row: a script doing what `mt translate -o` does
         Path(args.output).write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     else:
@@ -106,7 +107,7 @@ class Bench:
         a, root = self.args, self.root(engine)
         command = [sys.executable, __file__, "--child", "--engine", "ct2" if engine == "ct2" else "mt", "--model",
                    model, "--beam", str(beam), "--batch", str(batch), "--threads", str(a.threads), "--input",
-                   str(SOURCE), "--root", str(root)]
+                   str(SOURCE), "--root", str(root), "--device", a.device]
         command += ["--limit", str(a.limit)] if a.limit else []
         process_s, stdout = self.timed(command, root)
         return {**json.loads(stdout), "process_s": process_s}
@@ -129,7 +130,7 @@ class Bench:
         out = self.tmp / "mt.out"
         source = self._source_file()
         command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
-                   "--device", "cpu", "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
+                   "--device", self.args.device, "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
                    "--max-len-b", str(MAX_LEN_B)]
         if engine == "mt" and self.args.process_batch_tokens:
             command += ["--batch-tokens", str(self.args.process_batch_tokens)]
@@ -140,7 +141,7 @@ class Bench:
         a, out = self.args, self.tmp / "ct2.out"
         command = [sys.executable, __file__, "--child", "--engine", "ct2", "--model", directory, "--beam", str(beam),
                    "--batch", str(batch), "--threads", str(a.threads), "--input", str(self._source_file()),
-                   "--output", str(out)]
+                   "--output", str(out), "--device", a.device]
         process_s, _ = self.timed(command)
         return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}
 
@@ -164,6 +165,8 @@ def main():
                         "the checkpoint's decode.batch_tokens; a checkpoint stores the default of its day)")
     parser.add_argument("--limit", type=int, default=None, help="first N dev sentences (default: all 883)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where both engines decode, in float32 both")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of all rows; the table gives medians")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", type=Path, help="another mt checkout (e.g. a git worktree of an older "
@@ -217,7 +220,7 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, base_batches, ref
     from mt.checkpoint import load_checkpoint
     from mt.tokenizer import Tokenizer
 
-    print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; CPU, {args.threads} threads; alpha {ALPHA}, "
+    print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; {args.device.upper()}, {args.threads} threads; alpha {ALPHA}, "
           f"max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
     print("| model | search | engine | batch (source tokens) | seconds | process s | target tokens/s | BLEU |")
     print("|---|---|---|---|---:|---:|---:|---:|")

@@ -129,3 +129,28 @@ def test_an_exported_directory_samples_with_ctranslate2(exported):
     greedy = run_mt("translate", "-c", exported, "--beam-size", "1", input=text).stdout.splitlines()
     top1 = run_mt(*args, "--topk", "1", input=text).stdout.splitlines()
     assert [row.split("\t")[2] for row in top1] == [g for g in greedy for _ in range(3)]
+
+
+def _ctranslate2_without_cuda_libraries(monkeypatch):
+    """A machine where CTranslate2 sees a GPU but lacks the CUDA 12 libraries its wheels need (seen on an H100
+    with CUDA 13): the translator builds, and the first translation on CUDA raises."""
+    import ctranslate2
+
+    real = ctranslate2.Translator
+
+    class NoCublas:
+        def translate_batch(self, *args, **kwargs):
+            raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    monkeypatch.setattr(ctranslate2, "Translator",
+                        lambda path, device, **kw: NoCublas() if device == "cuda" else real(path, device, **kw))
+
+
+def test_auto_decodes_on_the_cpu_where_ctranslate2_cannot_use_the_gpu(exported, monkeypatch, capsys):
+    expected = translate_lines(load_translator(exported, "cpu"), LINES[:5], GREEDY)
+    _ctranslate2_without_cuda_libraries(monkeypatch)
+    assert translate_lines(load_translator(exported, "auto"), LINES[:5], GREEDY) == expected
+    assert "libcublas.so.12" in capsys.readouterr().err
+    with pytest.raises(MtError, match="CTranslate2 cannot decode on CUDA here .*libcublas.so.12"):
+        load_translator(exported, "cuda")

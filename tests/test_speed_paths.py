@@ -67,6 +67,20 @@ def test_torchrun_with_more_processes_than_gpus_is_refused(monkeypatch):
         setup_runtime(TrainConfig(device="cuda"))
 
 
+def test_training_on_cuda_keeps_attention_off_cudnn(monkeypatch):
+    # cuDNN attention builds a plan for every new shape (0.4-0.6 s each on an H100): runtime.attention_without_cudnn
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        assert setup_runtime(TrainConfig(device="cuda")).device.type == "cuda"
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        setup_runtime(TrainConfig(device="cpu"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # a CPU run leaves the switch alone
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+
+
 def test_bench_train_prints_both_sides_as_json(tmp_path):
     proc = run_mt("bench", "train", TINY, *tiny_overrides(tmp_path, **{"train.device": "cpu"}), "--steps", "3",
                   "--warmup", "1", "--json")  # the CPU asked for: on a machine with a GPU, auto would pick CUDA

@@ -65,7 +65,7 @@ def _ct2_translator(ct2, directory: Path, device: str, compute_type: str):
     except RuntimeError as err:
         if device == "cuda":
             raise MtError(f"{directory}: CTranslate2 cannot decode on CUDA here ({err})") from None
-        print(f"note: CTranslate2 cannot decode on CUDA here ({err}); decoding on the CPU", file=sys.stderr)
+        print(f"warning: CTranslate2 cannot decode on CUDA here ({err}); decoding on the CPU", file=sys.stderr)
         return make("cpu")
     return translator
 

@@ -31,10 +31,20 @@ def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 
+ONEDNN_MIN_ROWS = 160  # inference with fewer rows takes F.linear's MKL sgemm (see onednn_inference)
+
+
 def onednn_inference(x: torch.Tensor) -> bool:
-    """Inference on a CPU in float32 (no gradient asked for), where `linear` takes oneDNN's matmul."""
+    """Inference on a CPU in float32 (no gradient asked for) with at least ONEDNN_MIN_ROWS rows, where `linear`
+    takes oneDNN's matmul.
+
+    Fewer rows are a decoding step's, whose row count changes almost every step (sentences end, a refilled batch
+    grows): oneDNN builds a kernel for every new shape (0.3-0.9 ms at its first call; 704 of them in a greedy
+    pass of the dev set), MKL's sgemm does not. Greedy search of the dev set took 7-8% less time with MKL below
+    160 rows (both demo models, fresh processes in turns), beam 4 (four rows a sentence) the same within noise,
+    and the output texts were the same (docs/benchmarks.md, stop 33)."""
     return (x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_grad_enabled()
-            and torch.backends.mkldnn.is_available())
+            and torch.backends.mkldnn.is_available() and x.numel() >= ONEDNN_MIN_ROWS * x.size(-1))
 
 
 def onednn_training(x: torch.Tensor, weight: torch.Tensor) -> bool:

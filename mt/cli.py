@@ -103,6 +103,16 @@ def translate(
         raise MtError("--prefix and --constraints both read the input's tab-separated fields; use one")
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     translate_file(tr, input, output, opts, fmt, _warn)
+    _exit_without_teardown()
+
+
+def _exit_without_teardown() -> None:
+    """End the process once every output is written and flushed, skipping the interpreter's teardown: torch's
+    takes 0.3 s (torch 2.13, 2 cores), 7% of an `mt translate` of the 883 dev sentences, and does nothing a
+    translation needs (an output file is already renamed into place, stdout flushed after each block)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @app.command()

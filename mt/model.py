@@ -40,7 +40,7 @@ def onednn_inference(x: torch.Tensor) -> bool:
 
     Fewer rows are a decoding step's, whose row count changes almost every step (sentences end, a refilled batch
     grows): oneDNN builds a kernel for every new shape (0.3-0.9 ms at its first call; 704 of them in a greedy
-    pass of the dev set), MKL's sgemm does not. Greedy search of the dev set took 7-8% less time with MKL below
+    pass of the dev set), MKL's sgemm does not. Greedy search of the dev set took 5-8% less time with MKL below
     160 rows (both demo models, fresh processes in turns), beam 4 (four rows a sentence) the same within noise,
     and the output texts were the same (docs/benchmarks.md, stop 33)."""
     return (x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_grad_enabled()

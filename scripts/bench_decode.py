@@ -1,6 +1,7 @@
 """Decoding speed against CTranslate2 called the way its documentation calls it, on the shipped dev set.
 
-    python scripts/bench_decode.py --model runs/a.pt --model runs/b.pt [--beams 1,4] [--repeat 2] [--limit N] [--device cuda]
+    python scripts/bench_decode.py --model runs/a.pt --model runs/b.pt [--beams 1,4] [--repeat 2] [--limit N]
+        [--device cuda]
 
 Each model is exported once with `mt export` (float32, a temporary directory). Then, per model and search, these
 rows, each in a fresh process with `--threads` threads:
@@ -132,8 +133,8 @@ class Bench:
         out = self.tmp / "mt.out"
         source = self._source_file()
         command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
-                   "--device", self.args.device, "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a", "1",
-                   "--max-len-b", str(MAX_LEN_B)]
+                   "--device", self.args.device, "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a",
+                   "1", "--max-len-b", str(MAX_LEN_B)]
         if engine == "mt" and self.args.process_batch_tokens:
             command += ["--batch-tokens", str(self.args.process_batch_tokens)]
         process_s, _ = self.timed(command, self.root(engine))
@@ -222,8 +223,8 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, base_batches, ref
     from mt.checkpoint import load_checkpoint
     from mt.tokenizer import Tokenizer
 
-    print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; {args.device.upper()}, {args.threads} threads; alpha {ALPHA}, "
-          f"max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
+    print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; {args.device.upper()}, {args.threads} "
+          f"threads; alpha {ALPHA}, max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
     print("| model | search | engine | batch (source tokens) | seconds | process s | target tokens/s | BLEU |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     summary = []

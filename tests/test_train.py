@@ -77,6 +77,11 @@ def test_table_3_sizes(config, paper):
     assert abs(count - paper) / paper < 0.05, f"{count:,} vs the paper's {paper:,.0f}"
 
 
+def test_transformer_base_on_the_shipped_corpus_is_table_3s_model_with_its_8k_vocabulary():
+    out = run_mt("info", "configs/transformer-base-ddtp.yaml").stdout
+    assert f"parameters: {_transformer_parameters(8000, 512, 2048, 6)}" in out.splitlines()
+
+
 def test_a_log_window_times_the_updates_alone():
     window = Window(torch.device("cpu"), peak_flops=1e12)
     window.start -= 10.0  # ten seconds went by ...

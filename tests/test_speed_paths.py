@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mt import flops
+from mt import flops, runtime
 from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
 from mt.flops import machine_peak_flops, training_flops
@@ -70,6 +70,7 @@ def test_torchrun_with_more_processes_than_gpus_is_refused(monkeypatch):
 def test_training_on_cuda_keeps_attention_off_cudnn(monkeypatch):
     # cuDNN attention builds a plan for every new shape (0.4-0.6 s each on an H100): runtime.attention_without_cudnn
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(runtime, "keep_freed_memory", lambda: True)  # the CPU run's mallopt would outlive the test
     torch.backends.cuda.enable_cudnn_sdp(True)
     try:
         assert setup_runtime(TrainConfig(device="cuda")).device.type == "cuda"

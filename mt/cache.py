@@ -21,6 +21,8 @@ positions count from 0 (`offset`). Positions no live row can see are dropped at 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 
@@ -85,14 +87,15 @@ class DecoderCache:
             filled = self._ancestry(parents.size(0), self.length, parents.device)[:, :, :self.length]
             filled.copy_(filled.gather(1, parents[:, :, None].expand(-1, -1, self.length)))
 
-    def keep(self, sentences: torch.Tensor) -> None:
-        """Keep only the sentences in `sentences` (indices, in order); copies the filled positions of those that
-        change place (`kept_rows`)."""
+    def keep(self, sentences: torch.Tensor | KeptRows) -> None:
+        """Keep only the sentences in `sentences` (indices, in order, or `kept(indices)`); copies the filled
+        positions of those that change place (`kept_rows`)."""
+        sentences = kept(sentences)
         for layer in self.layers:
             layer.keep(sentences, self.length)
         self.ancestry = kept_rows(self.ancestry, sentences)
         if self.start is not None:
-            self.start = self.start.index_select(0, sentences)
+            self.start = self.start.index_select(0, sentences.rows)
 
     def join(self, rows: int, device) -> None:
         """`rows` new rows (G = 1) join after the others; they start at the next step, and the step's memory
@@ -189,30 +192,53 @@ class LayerCache:
             return grown
         self.k, self.v = joined(self.k), joined(self.v)
 
-    def keep(self, sentences: torch.Tensor, length: int) -> None:
+    def keep(self, sentences: KeptRows, length: int) -> None:
         self.k, self.v = (kept_rows(buffer, sentences, length) for buffer in (self.k, self.v))
         if self.cross_kv is not None:
             self.cross_kv = tuple(kept_rows(kv, sentences) for kv in self.cross_kv)
 
 
-def kept_rows(buffer: torch.Tensor | None, rows: torch.Tensor, length: int | None = None) -> torch.Tensor | None:
-    """Rows `rows` (indices, in order) of `buffer` (up to `length` along dim 2 where given; the rest is not kept).
+class KeptRows(NamedTuple):
+    """The rows a batch keeps (indices, in order) and, on a CPU, the places whose row changes and the rows that
+    move there: found once when sentences end, then used for every buffer the batch holds (`kept_rows`)."""
+
+    rows: torch.Tensor
+    moved: torch.Tensor | None  # places i with rows[i] != i (None off the CPU)
+    sources: torch.Tensor | None  # rows[moved]
+
+
+def kept(rows: torch.Tensor | KeptRows) -> KeptRows:
+    """`rows` (indices, in order) with its moves found; on other devices without them (finding them would read
+    from the device)."""
+    if isinstance(rows, KeptRows):
+        return rows
+    if rows.device.type != "cpu":
+        return KeptRows(rows, None, None)
+    moved = (rows != torch.arange(rows.size(0))).nonzero().squeeze(1)
+    return KeptRows(rows, moved, rows.index_select(0, moved))
+
+
+def kept_rows(buffer: torch.Tensor | None, rows: torch.Tensor | KeptRows,
+              length: int | None = None) -> torch.Tensor | None:
+    """Rows `rows` (indices, in order, or `kept(indices)`) of `buffer` (up to `length` along dim 2 where given; the
+    rest is not kept).
 
     On a CPU in place: the first len(rows) rows are kept and only the rows whose index changes are copied, so
     when the search fills the places of ended rows with the last ones (`search.compacted`), a step where one
     sentence ends copies one row, not all (the copies took 0.7 s of 4.4 s of a refilled greedy search of the
-    dev set). Elsewhere a new tensor (finding the moved rows would read from the device)."""
+    dev set). Elsewhere a new tensor."""
     if buffer is None:
         return None
+    rows = kept(rows)
+    count = rows.rows.size(0)
     filled = buffer if length is None else buffer[:, :, :length]
-    if buffer.device.type != "cpu":
-        picked = buffer.new_empty(rows.size(0), *buffer.shape[1:])
-        torch.index_select(filled, 0, rows, out=picked if length is None else picked[:, :, :length])
+    if rows.moved is None:
+        picked = buffer.new_empty(count, *buffer.shape[1:])
+        torch.index_select(filled, 0, rows.rows, out=picked if length is None else picked[:, :, :length])
         return picked
-    moved = (rows != torch.arange(rows.size(0))).nonzero().squeeze(1)
-    if moved.numel():
-        buffer[:rows.size(0)][moved, :, :length] = filled[rows[moved]]
-    return buffer[:rows.size(0)]
+    if rows.moved.numel():  # the moved rows are read (a copy) before any is written
+        filled[:count].index_copy_(0, rows.moved, filled.index_select(0, rows.sources))
+    return buffer[:count]
 
 
 def _widened(kv: torch.Tensor, width: int) -> torch.Tensor:

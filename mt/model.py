@@ -174,14 +174,13 @@ def few_queries_on_cpu(q: torch.Tensor) -> bool:
 def written_out_attention(q, k, v, mask, causal: bool = False, dropout: float = 0.0):
     """softmax(q k^T / sqrt(d_k)) v (eq. 1) written out -> the output (B, H, Lq, D/H) and the weights
     (B, H, Lq, Lk); masked keys get exactly 0. `mask` and `causal` mean what they mean to SDPA."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    scores = (q @ k.transpose(-2, -1)).div_(math.sqrt(q.size(-1)))  # in place: a decoding step makes fewer tensors
     if causal:  # SDPA's is_causal: key j is visible from query i when j <= i
-        scores = scores.masked_fill(~torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril(),
-                                    float("-inf"))
+        scores.masked_fill_(~torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril(), float("-inf"))
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores.masked_fill_(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
-    return F.dropout(weights, p=dropout) @ v, weights
+    return (F.dropout(weights, p=dropout) if dropout else weights) @ v, weights
 
 
 class MultiHeadAttention(nn.Module):

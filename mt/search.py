@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from mt.batching import token_batches
-from mt.cache import DecoderCache, kept_rows
+from mt.cache import DecoderCache, kept, kept_rows
 from mt.config import DecodeConfig
 from mt.masks import target_mask
 from mt.model import Transformer
@@ -253,8 +253,8 @@ def greedy_search(model: Transformer, src, src_mask, *, max_len: torch.Tensor, a
         going = best != EOS
         n_going = int(going.sum())  # the step's one read from the device
         if 0 < n_going < n_alive:
-            keep = compacted(going, n_going)
-            alive, best, position = alive[keep], best[keep], position[keep]
+            keep = kept(compacted(going, n_going))  # the moved rows found once for every buffer
+            alive, best, position = alive[keep.rows], best[keep.rows], position[keep.rows]
             memory, mask = kept_rows(memory, keep), kept_rows(mask, keep)
             if cache is not None:
                 cache.keep(keep)
@@ -427,9 +427,10 @@ def advance_beams(beams: Beams, live_score, live_beam, live_token, going, n_goin
     if cache is not None:
         cache.advance(parents=live_beam)
     if n_going < going.size(0):
-        keep = compacted(going, n_going)
-        rows, live_score, live_token, sentence = rows[keep], live_score[keep], live_token[keep], sentence[keep]
-        memory, src_mask = kept_rows(memory, keep), src_mask[keep]  # the mask may be the caller's: not in place
+        keep = kept(compacted(going, n_going))  # the moved rows found once for every buffer
+        index = keep.rows
+        rows, live_score, live_token, sentence = rows[index], live_score[index], live_token[index], sentence[index]
+        memory, src_mask = kept_rows(memory, keep), src_mask[index]  # the mask may be the caller's: not in place
         if cache is not None:
             cache.keep(keep)
     tokens = beams.tokens[rows.view(-1)]

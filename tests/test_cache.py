@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mt.cache import DecoderCache, kept_rows
+from mt.cache import DecoderCache, KeptRows, kept, kept_rows
 from mt.config import ModelConfig
 from mt.masks import padding_mask, target_mask
 from mt.model import build_model
@@ -129,13 +129,22 @@ def test_the_beam_mask_shows_each_row_its_ancestors_slots():
 
 
 def test_kept_rows_in_place_equal_a_gather_for_any_order():
-    """Keeping rows copies only those that change place on a CPU; the result is the gather all the same."""
+    """Keeping rows copies only those that change place on a CPU; the result is the gather all the same, whether
+    the moves are found for one buffer or found once (`kept`) and used for several, as the search does; the path
+    for other devices (no moves found: a new tensor) gives the same rows."""
     g = torch.Generator().manual_seed(2)
     for rows in ([0, 5, 2, 3, 7], [3, 1], [4, 3, 2, 1, 0], [0, 1, 2], []):
-        buffer = torch.randn(8, 2, 6, 1, 3, generator=g)
-        expected = buffer[rows, :, :4].clone()
-        kept = kept_rows(buffer, torch.tensor(rows, dtype=torch.long), length=4)
-        assert kept.shape[0] == len(rows) and torch.equal(kept[:, :, :4], expected)
+        index = torch.tensor(rows, dtype=torch.long)
+        plan = kept(index)
+        assert plan.moved.tolist() == [i for i, r in enumerate(rows) if r != i]
+        for how in (index, plan, plan, KeptRows(index, None, None)):
+            buffer = torch.randn(8, 2, 6, 1, 3, generator=g)
+            expected = buffer[rows, :, :4].clone()
+            whole = torch.randn(8, 2, 5, 3, generator=g)
+            expected_whole = whole[rows].clone()
+            kept_buffer, kept_whole = kept_rows(buffer, how, length=4), kept_rows(whole, how)
+            assert kept_buffer.shape[0] == len(rows) and torch.equal(kept_buffer[:, :, :4], expected)
+            assert torch.equal(kept_whole, expected_whole)
 
 
 def test_compaction_keeps_the_rows_that_go_on_in_place_and_moves_the_last_ones_into_the_gaps():

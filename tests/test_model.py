@@ -4,12 +4,13 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mt.config import ModelConfig
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.checkpoint import upgrade_state_dict
-from mt.model import Dropout, MultiHeadAttention, build_model, sinusoidal_positions
+from mt.model import Dropout, MultiHeadAttention, build_model, sinusoidal_positions, written_out_attention
 from mt.symbols import BOS, PAD
 
 VOCAB = 50
@@ -180,6 +181,23 @@ def test_attention_passes_gradcheck_in_float64():
     memory = torch.randn(2, 4, 8, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, True, True, False], [True, True, False, False]])[:, None, None, :]
     assert torch.autograd.gradcheck(lambda q, m: attention(q, m, mask), (query, memory))
+
+
+def test_written_out_attention_equals_the_fused_kernel_with_its_gradients():
+    """Eq. 1 written out (kept weights, decoding steps on a CPU; its scores masked in place) gives SDPA's outputs
+    and gradients, with a padding mask and with the causal mask, and its weights are 0 on hidden keys."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 3, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.tensor([[True, True, False], [True, False, False]])[:, None, None, :]
+    for kwargs in ({"mask": mask}, {"mask": None, "causal": True}):
+        out, weights = written_out_attention(q, k, v, **kwargs)
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=kwargs["mask"], is_causal="causal" in kwargs)
+        assert torch.allclose(out, expected, atol=1e-12)
+        hidden = ~mask if kwargs["mask"] is not None else ~torch.ones(3, 3, dtype=torch.bool).tril()
+        assert torch.all(weights.masked_select(hidden.expand_as(weights)) == 0)
+        grads = torch.autograd.grad(out.sum(), (q, k, v))
+        expected_grads = torch.autograd.grad(expected.sum(), (q, k, v))
+        assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, expected_grads))
 
 
 def test_the_causal_target_mask_ignores_padding_and_equals_the_explicit_mask():

@@ -13,7 +13,7 @@ rows, each in a fresh process with `--threads` threads:
   longest source + 50, the limit of mt's longest sentence (CTranslate2 takes one limit per call; mt's is
   per sentence: source + 50);
 - `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults (with
-  `--process-batch-tokens N`, mt's with `--batch-tokens N`), and a CTranslate2
+  `--process-batch-tokens N`, mt's and the baseline's with `--batch-tokens N`), and a CTranslate2
   script doing the same work (load, read, tokenize, translate at its best batch from the sweep, detokenize,
   write), timed from outside, start-up and imports included;
 - with `--baseline DIR` (another checkout of mt, e.g. a git worktree of an older commit), its mt rows at each
@@ -135,7 +135,7 @@ class Bench:
         command = [sys.executable, "-m", "mt", "translate", "-c", model, "-i", str(source), "-o", str(out),
                    "--device", self.args.device, "--beam-size", str(beam), "--alpha", str(ALPHA), "--max-len-a",
                    "1", "--max-len-b", str(MAX_LEN_B)]
-        if engine == "mt" and self.args.process_batch_tokens:
+        if self.args.process_batch_tokens:  # the baseline's too: older checkpoints store a smaller default
             command += ["--batch-tokens", str(self.args.process_batch_tokens)]
         process_s, _ = self.timed(command, self.root(engine))
         return {"process_s": process_s, "texts": out.read_text(encoding="utf-8").splitlines()}

@@ -87,10 +87,8 @@ def load_tensors(path: str | Path) -> dict:
         raise CheckpointError(f"{path}: no such file")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsupported content"
-        raise CheckpointError(f"{path}: refused to load: it contains objects other than tensors and plain "
-                              f"values ({first})") from None
+    except pickle.UnpicklingError:  # a random file, or a pickle of arbitrary objects (unsafe to load)
+        raise CheckpointError(f"{path}: not an mt checkpoint (not a file of tensors and plain values)") from None
     except Exception as e:  # truncated zip, a text file, a legacy pickle...: torch raises many kinds
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt?): {reason}") from None
@@ -138,9 +136,14 @@ def average_checkpoints(paths: list[str | Path], raw: bool = False) -> dict:
     first["model"] = translation_weights(first, raw)
     total = {k: v.double() if v.is_floating_point() else v for k, v in first["model"].items()}
     for path in paths[1:]:
-        model = translation_weights(load_checkpoint(path), raw)
+        ckpt = load_checkpoint(path)
+        model = translation_weights(ckpt, raw)
         if model.keys() != total.keys() or any(model[k].shape != total[k].shape for k in total):
             raise CheckpointError(f"{path}: model differs in shape from {paths[0]}; cannot average")
+        for side in ("src_tokenizer", "tgt_tokenizer"):  # same sizes are not enough: the ids must mean the same
+            if not torch.equal(ckpt[side], first[side]):
+                raise CheckpointError(f"{path}: its {side.split('_')[0]} vocabulary differs from {paths[0]}'s; "
+                                      "cannot average")
         for k, v in model.items():
             if v.is_floating_point():
                 total[k] += v.double()

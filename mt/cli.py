@@ -5,6 +5,8 @@ Set MT_DEBUG=1 (or pass --debug before the command) to see full tracebacks.
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import sys
@@ -34,15 +36,18 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full trace
 
 
 @app.command()
-def prepare(config: Path, set_: SetOption = None):
+def prepare(config: Path, set_: SetOption = None,
+            restart: Annotated[bool, typer.Option(help="Prepare again even if output_dir/data/ is complete.")] = False):
     """Train the sentencepiece model and encode the corpus into output_dir/data/."""
     from mt.config import load_config
+    from mt.data import check_sources
     from mt.folder_lock import folder_lock
     from mt.prepare import prepare_data
 
     cfg = load_config(config, set_ or [])
+    check_sources(cfg.data)
     with folder_lock(cfg.output_dir, "mt prepare"):
-        prepare_data(cfg, log=_warn)
+        prepare_data(cfg, log=_warn, force=restart)
 
 
 @app.command()
@@ -53,7 +58,9 @@ def train(config: Path, set_: SetOption = None,
     from mt.train import train as run_training
 
     cfg = load_config(config, set_ or [])
-    run_training(cfg, restart=restart)
+    result = run_training(cfg, restart=restart)
+    if result.stopped_by is not None:  # saved and resumable, but not finished: 128 + the signal, as a shell says
+        sys.exit(128 + result.stopped_by)
 
 
 @app.command()
@@ -89,8 +96,11 @@ def translate(
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
     from mt.decode import load_translator
-    from mt.translate import OUTPUT_FORMATS, LineFormat, decode_options, translate_file
+    from mt.translate import OUTPUT_FORMATS, LineFormat, check_input, check_output, decode_options, translate_file
 
+    _check_device(device)
+    check_input(input)
+    check_output(output)
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
     if output_format not in OUTPUT_FORMATS:
@@ -101,9 +111,22 @@ def translate(
                           topp=topp, temperature=temperature, seed=seed)
     if prefix and constraints:
         raise MtError("--prefix and --constraints both read the input's tab-separated fields; use one")
+    if constraints and opts.sampling:
+        raise MtError("--constraints need beam search; they do not combine with --sampling")
+    if constraints and any(p.is_dir() for p in checkpoint):
+        raise MtError("--constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
+                      "constrained search)")
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     translate_file(tr, input, output, opts, fmt, _warn)
     _exit_without_teardown()
+
+
+def _check_device(device: str) -> None:
+    if device not in DEVICES:
+        raise MtError(f"--device: one of {', '.join(DEVICES)}, got '{device}'")
+
+
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def _exit_without_teardown() -> None:
@@ -134,14 +157,22 @@ def evaluate(
     from mt.data import read_lines
     from mt.metrics import score_corpus
 
+    from mt.translate import check_input, check_output
+
     if (hyp is None) == (checkpoint is None):
         raise MtError("give either --hyp FILE, or -c CHECKPOINT with --src FILE")
+    if checkpoint is not None and src is None:
+        raise MtError("-c CHECKPOINT needs --src FILE")
+    _check_device(device)
+    for path, option in ((ref, "--ref"), (hyp, "--hyp"), (src, "--src")):
+        check_input(None if path is None else str(path), option)
+    check_output(output)
     refs = read_lines(ref)
+    if not refs:
+        raise MtError(f"--ref {ref}: empty file, nothing to score")
     if hyp is not None:
         hyps = read_lines(hyp)
     else:
-        if src is None:
-            raise MtError("-c CHECKPOINT needs --src FILE")
         hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, beam_size=beam_size,
                                          alpha=alpha, batch_tokens=batch_tokens)
     if len(hyps) != len(refs):
@@ -155,7 +186,6 @@ def evaluate(
 
 
 def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, **overrides) -> list[str]:
-    import io
 
     from mt.decode import load_translator
     from mt.files import atomic_write_text
@@ -163,8 +193,6 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, **ov
 
     tr = load_translator(checkpoint, device, raw_weights=raw_weights)
     sink = io.StringIO()
-    if not Path(src).is_file():
-        raise MtError(f"{src}: no such file")
     with open(src, "rb") as source:
         run_translate(tr, source, sink, decode_options(tr.cfg.decode, **overrides), LineFormat(), _warn)
     if output:
@@ -176,12 +204,15 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, **ov
 def average(
     checkpoints: Annotated[Optional[list[Path]], typer.Argument(help="Checkpoints to average.")] = None,
     output: Annotated[Path, typer.Option("-o", "--output")] = Path("checkpoint_avg.pt"),
-    last: Annotated[Optional[int], typer.Option(help="Average the last N step checkpoints of an output_dir.")] = None,
+    last: Annotated[Optional[int], typer.Option(min=1, help="Average the last N step checkpoints of an "
+                                                "output_dir.")] = None,
     raw_weights: RawWeights = False,
 ):
     """Average model parameters (mt average A.pt B.pt -o OUT, or mt average --last 5 OUTPUT_DIR -o OUT)."""
     from mt.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
+    from mt.translate import check_output
 
+    check_output(str(output))
     paths = list(checkpoints or [])
     if last is not None:
         if len(paths) != 1 or not paths[0].is_dir():
@@ -238,6 +269,8 @@ def export(
 
     if format != "ctranslate2":
         raise MtError(f"--format: only ctranslate2 is supported, got '{format}'")
+    if output.exists() and not output.is_dir():
+        raise MtError(f"-o {output}: exists and is not a folder; an export writes a folder")
     _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force, raw_weights)}")
 
 
@@ -311,13 +344,45 @@ def _wrote(output: Path | None) -> None:
 
 
 def main() -> None:
+    """Exit codes: 0 done; 1 an error, one line on stderr; 2 a usage error (typer's); 130 Ctrl-C; 141 the reader
+    of stdout went away (a closed pipe, as other Unix tools end); `mt train` stopped by a signal, 128 + its
+    number (130 SIGINT, 143 SIGTERM) after saving a checkpoint it resumes from."""
+    if sys.stdout is None:  # started with stdout closed (`>&-`): a command that prints says so
+        sys.stdout = _ClosedStream()
     try:
         app()
     except MtError as e:
-        if os.environ.get("MT_DEBUG"):
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+        _fail(e, f"error: {e}", 1)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        _fail(None, "interrupted", 130)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(141)
+    except OSError as e:  # a full disk, a read-only folder, a closed stdout: the system's reason, with the file
+        where = f"{e.filename}: " if e.filename else ""
+        _fail(e, f"error: {where}{e.strerror or e}", 1)
+
+
+class _ClosedStream(io.TextIOBase):
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _fail(error: BaseException | None, line: str, code: int) -> None:
+    if error is not None and os.environ.get("MT_DEBUG"):
+        raise error
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:  # stderr closed too
+        pass
+    _quiet_stdout()
+    sys.exit(code)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe raises nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -7,6 +7,7 @@ A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `mod
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -160,6 +161,8 @@ def config_from_dict(raw: dict, source: str = "config") -> Config:
             raise ConfigError(f"{source}: '{name}' must be a mapping of keys to values")
         sections[name] = _build_section(cls, name, values, source)
     output_dir = _coerce(raw.get("output_dir", Config.output_dir), str, "output_dir", source)
+    if not output_dir.strip():
+        raise ConfigError(f"{source}: output_dir must name a folder, got {output_dir!r}")
     cfg = Config(output_dir=output_dir, **sections)
     _validate(cfg, source)
     return cfg
@@ -203,13 +206,26 @@ def _read_yaml(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read config: {e}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{path}:{where}: malformed YAML: {problem}") from None
     return raw if raw is not None else {}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def _apply_override(raw: dict, item: str) -> None:
@@ -321,6 +337,8 @@ def _validate(cfg: Config, source: str) -> None:
         if value < 0:
             fail(key, f"must not be negative, got {value}")
     check_decode(d, source)
+    if t.patience and not (cfg.data.dev_src or cfg.data.dataset):
+        fail("train.patience", "needs a dev set (data.dev_src and data.dev_tgt, or data.dataset)")
     if k.vocab_size < 8:
         fail("tokenizer.vocab_size", f"must be at least 8, got {k.vocab_size}")
     if not 0.0 < k.character_coverage <= 1.0:
@@ -348,9 +366,11 @@ def check_decode(d: DecodeConfig, source: str = "decode options") -> None:
     for key, value in [("decode.topk", d.topk), ("decode.seed", d.seed)]:
         if value < 0:
             fail(key, f"must not be negative, got {value}")
-    if not 0.0 < d.topp <= 1.0:
+    if not 0.0 < d.topp <= 1.0:  # (NaN fails these comparisons too)
         fail("decode.topp", f"must be in (0, 1], got {d.topp}")
-    if d.temperature <= 0:
+    if not (math.isfinite(d.temperature) and d.temperature > 0):
         fail("decode.temperature", f"must be positive, got {d.temperature}")
-    if d.alpha < 0 or d.max_len_a < 0 or d.max_len_b < 0:
-        fail("decode", "alpha, max_len_a and max_len_b must not be negative")
+    for key, value in [("decode.alpha", d.alpha), ("decode.max_len_a", d.max_len_a),
+                       ("decode.max_len_b", d.max_len_b)]:
+        if not (math.isfinite(value) and value >= 0):
+            fail(key, f"must be a finite number, not negative, got {value}")

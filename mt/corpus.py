@@ -152,7 +152,7 @@ def write_corpus(folder: Path, prefix: str, corpus: Corpus) -> dict:
 def _map(path: Path, dtype: str, count: int) -> torch.Tensor:
     if path.stat().st_size != count * np.dtype(dtype).itemsize:
         raise DataError(f"{path}: {path.stat().st_size} bytes, expected {count} {dtype} values; "
-                        "the prepared data is damaged: run `mt prepare` again with --restart or remove the folder")
+                        "the prepared data is damaged: run the same command with --restart to prepare it again")
     if count == 0:  # mmap cannot map an empty file
         return torch.from_numpy(np.zeros(0, dtype=dtype))
     # Copy-on-write ("c"): pages come from the shared page cache; a stray in-place write would change only this

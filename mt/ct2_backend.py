@@ -41,12 +41,31 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
     if not is_exported(directory):
         raise MtError(f"{directory}: a directory, but not one written by `mt export`")
     ct2 = import_ctranslate2()
-    cfg = config_from_dict(yaml.safe_load((directory / MARKER).read_text(encoding="utf-8")),
-                           source=str(directory / MARKER))
-    src_tok = Tokenizer((directory / "source.spm").read_bytes())
-    tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
-    translator = _ct2_translator(ct2, directory, device, quantize or "default")
+    missing = [name for name in EXPORTED_FILES if not (directory / name).is_file()]
+    if missing:
+        raise MtError(f"{directory / missing[0]}: missing; export the model again (mt export --force)")
+    cfg = config_from_dict(_read_marker(directory / MARKER), source=str(directory / MARKER))
+    try:
+        src_tok = Tokenizer((directory / "source.spm").read_bytes())
+        tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
+        translator = _ct2_translator(ct2, directory, device, quantize or "default")
+    except (OSError, RuntimeError, ValueError) as e:  # unreadable, a broken sentencepiece or CTranslate2 model
+        raise MtError(f"{directory}: not a usable exported model ({_first_line(e)}); export it again") from None
     return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
+
+
+EXPORTED_FILES = (MARKER, "model.bin", "source.spm", "target.spm")
+
+
+def _read_marker(path: Path) -> dict:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise MtError(f"{path}: malformed ({_first_line(e)}); export the model again") from None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _ct2_translator(ct2, directory: Path, device: str, compute_type: str):

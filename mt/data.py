@@ -89,17 +89,31 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str]
     return joined(parallel_chunks(src_path, tgt_path))
 
 
-def split_chunks(cfg: DataConfig, split: str) -> Chunks:
-    """The train or dev side of the corpus as chunks of (source lines, target lines)."""
+def check_sources(cfg: DataConfig) -> None:
+    """Fail before any folder is made if the config names no training data or half a pair of files."""
+    if not cfg.train:
+        _paths(cfg, "train")
+    if cfg.dev_src or cfg.dev_tgt:
+        _paths(cfg, "dev")
+
+
+def _paths(cfg: DataConfig, split: str) -> tuple[str | None, str | None]:
     src_path, tgt_path = (cfg.train_src, cfg.train_tgt) if split == "train" else (cfg.dev_src, cfg.dev_tgt)
     if src_path or tgt_path:
         if not (src_path and tgt_path):
             raise DataError(f"data.{split}_src and data.{split}_tgt must be given together")
+    elif not cfg.dataset:
+        also = " or data.train" if split == "train" else ""
+        raise DataError(f"no {split} data: set data.{split}_src and data.{split}_tgt, or data.dataset{also}")
+    return src_path, tgt_path
+
+
+def split_chunks(cfg: DataConfig, split: str) -> Chunks:
+    """The train or dev side of the corpus as chunks of (source lines, target lines)."""
+    src_path, tgt_path = _paths(cfg, split)
+    if src_path:
         return parallel_chunks(src_path, tgt_path)
-    if cfg.dataset:
-        return _dataset_chunks(cfg, cfg.train_split if split == "train" else cfg.dev_split)
-    also = " or data.train" if split == "train" else ""
-    raise DataError(f"no {split} data: set data.{split}_src and data.{split}_tgt, or data.dataset{also}")
+    return _dataset_chunks(cfg, cfg.train_split if split == "train" else cfg.dev_split)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,9 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
                   constraints: list[list[list[int]]] | None = None, attention: bool = False) -> list[list[Hypothesis]]:
     """Hypotheses of token-id sentences (no EOS), in input order: `nbest` per sentence (beam size at least
     `nbest`; with opts.sampling, `nbest` samples), one empty hypothesis for an empty sentence. Sources too long
-    for the model's positions are cut, calling `on_truncate(index, length, kept)` for each. Sentence i is input
+    for the model's positions are cut, calling `on_truncate(index, length, kept)` for each (and
+    `on_truncate(index, length, room, part)` for a target prefix cut to fit, or constraint terms that cannot all
+    fit the length limit, `part` naming which). Sentence i is input
     line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it. `prefixes[i]`
     (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it; so it does
     for `constraints[i]`, terms (target token ids) that must all appear in sentence i's output. With
@@ -81,11 +83,14 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
     todo_prefixes = None
     if prefixes is not None:
         todo_prefixes = [prefixes[i][:limit - 1] for i in todo]
+        _report_cut(on_truncate, todo, [len(prefixes[i]) for i in todo], limit - 1, "target prefix")
         max_len = torch.maximum(max_len, torch.tensor([len(p) for p in todo_prefixes]))
     todo_terms = None
     if constraints is not None:
         todo_terms = [constraints[i] for i in todo]
-        max_len = (max_len + torch.tensor([sum(map(len, terms)) for terms in todo_terms])).clamp(max=limit)
+        term_tokens = [sum(map(len, terms)) for terms in todo_terms]
+        _report_cut(on_truncate, todo, term_tokens, limit, "constraint terms")
+        max_len = (max_len + torch.tensor(term_tokens)).clamp(max=limit)
     found = backend.search([sources[i] for i in todo], max_len, opts, nbest, [first_line + i for i in todo],
                            todo_prefixes, todo_terms)
     for i, hyps in zip(todo, found):
@@ -97,6 +102,14 @@ def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig
         for (_, h), weights in zip(pairs, per_pair):
             h.attention = weights
     return results
+
+
+def _report_cut(on_truncate, index: list[int], lengths: list[int], room: int, part: str) -> None:
+    """on_truncate(i, length, room, part) for each sentence whose `part` is longer than `room` tokens."""
+    if on_truncate is not None:
+        for i, length in zip(index, lengths):
+            if length > room:
+                on_truncate(i, length, room, part)
 
 
 def translate_lines(tr: Translator, lines: list[str], opts: DecodeConfig, *, nbest: int = 1,

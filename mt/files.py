@@ -11,19 +11,39 @@ import torch
 
 
 def atomic_write(path: Path, write) -> None:
-    """Write through `write(file)` to a temporary file beside `path`, then rename it over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write through `write(file)` to a temporary file beside `path`, then rename it over `path`.
+
+    The file gets the mode `open()` would give a new one (0666 less the umask); a symlink at `path` is written
+    through (its target is replaced, the link stays). An OSError names `path`, whatever call raised it.
+    """
+    path = Path(os.path.realpath(path))
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        _remove(tmp)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _remove(tmp)
         raise
+
+
+def _remove(tmp: str | None) -> None:
+    if tmp is not None:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_save(path: Path, obj) -> None:

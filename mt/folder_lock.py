@@ -5,6 +5,11 @@ overwrite each other's checkpoints. The lock is `fcntl.flock` on `output_dir/.lo
 holding it: the kernel drops it when that process ends in any way (crash, kill -9), so a stale lock never blocks
 the next run. Within one process the lock is re-entrant (`mt train` prepares its data under its own lock).
 flock is reliable on local disks; on some network file systems it is not enforced.
+
+The lock file also marks the folder as mt's: a folder that exists, holds files and has no `.lock` was made by
+someone else (a project folder given as `output_dir: .`), and mt refuses it rather than write or delete there.
+A folder this command created and left holding nothing but its lock (a run that failed before writing) is
+removed again.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ _held: dict[Path, int] = {}  # folder -> how many `folder_lock` blocks of this p
 @contextlib.contextmanager
 def folder_lock(folder: str | Path, what: str):
     """Hold `folder`'s lock for the block, or fail at once with a one-line error naming who holds it."""
-    folder = Path(folder).resolve()
+    given, folder = folder, Path(folder).resolve()
     if folder in _held:
         _held[folder] += 1
         try:
@@ -33,8 +38,11 @@ def folder_lock(folder: str | Path, what: str):
         finally:
             _held[folder] -= 1
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    created = _claim(folder, given)
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise MtError(f"{given}: cannot write the output folder ({e.strerror})") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -49,5 +57,33 @@ def folder_lock(folder: str | Path, what: str):
         finally:
             del _held[folder]
             os.ftruncate(fd, 0)
+            if created and [p.name for p in folder.iterdir()] == [LOCK_NAME]:
+                _remove_created(folder, created)
     finally:
         os.close(fd)  # closing drops the lock
+
+
+def _claim(folder: Path, given) -> list[Path]:
+    """Make `folder` if it is missing and return the folders that made (deepest first), or check that it is
+    empty or mt's own and return []."""
+    if folder.exists() and not folder.is_dir():
+        raise MtError(f"output_dir {given}: exists and is not a folder")
+    if folder.is_dir():
+        if not (folder / LOCK_NAME).exists() and any(folder.iterdir()):
+            raise MtError(f"output_dir {given}: holds files mt did not write; give a new or empty folder")
+        return []
+    created = [p for p in [folder, *folder.parents] if not p.exists()]
+    try:
+        folder.mkdir(parents=True)
+    except OSError as e:
+        raise MtError(f"output_dir {given}: cannot create it ({e.strerror})") from None
+    return created
+
+
+def _remove_created(folder: Path, created: list[Path]) -> None:
+    (folder / LOCK_NAME).unlink()
+    for path in created:
+        try:
+            path.rmdir()
+        except OSError:  # something else appeared in it meanwhile
+            return

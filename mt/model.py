@@ -42,7 +42,7 @@ def onednn_inference(x: torch.Tensor) -> bool:
     grows): oneDNN builds a kernel for every new shape (0.3-0.9 ms at its first call; 704 of them in a greedy
     pass of the dev set), MKL's sgemm does not. Greedy search of the dev set took 5-8% less time with MKL below
     160 rows (both demo models, fresh processes in turns), beam 4 (four rows a sentence) the same within noise,
-    and the output texts were the same (docs/benchmarks.md, stop 33)."""
+    and the output texts were the same (docs/design.md, "Linear layers on a CPU")."""
     return (x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_grad_enabled()
             and torch.backends.mkldnn.is_available() and x.numel() >= ONEDNN_MIN_ROWS * x.size(-1))
 

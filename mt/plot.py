@@ -14,6 +14,7 @@ import numpy as np
 
 from mt.backend import load_model_translator
 from mt.errors import MtError
+from mt.files import atomic_write
 from mt.plot_data import attention_maps, mask_tables, positions_table, select_heads, training_curves
 
 FIGSIZE = {  # inches
@@ -165,8 +166,9 @@ def _pyplot(output, show: bool):
 
 def _finish(plt, fig, output, show: bool, dpi: int) -> None:
     if output is not None:
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(output, dpi=dpi)  # no bbox_inches="tight": the image keeps the stated size
+        image_format = Path(output).suffix.lstrip(".").lower() or None
+        # no bbox_inches="tight": the image keeps the stated size
+        atomic_write(Path(output), lambda f: fig.savefig(f, format=image_format, dpi=dpi))
     if show:
         plt.show()
     plt.close(fig)

@@ -76,14 +76,28 @@ def prepare_data(cfg: Config, log=print, force: bool = False) -> PreparedData:
         if _format(folder) == FORMAT:
             return load_prepared(cfg)
         log(f"prepare: {folder} was written by an older mt; encoding the corpus again")
+    if folder.exists() and not _written_by_mt(folder):
+        raise DataError(f"{folder}: exists and was not written by mt prepare; move it away or use another "
+                        "output_dir")
     building = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(building, ignore_errors=True)  # left by an interrupted run
-    building.mkdir(parents=True)
-    _build(cfg, building, log)
-    atomic_write_text(building / STAMP, json.dumps(_stamp(cfg), indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    building.rename(folder)
+    shutil.rmtree(building, ignore_errors=True)  # left by an interrupted run (output_dir is mt's: folder_lock)
+    try:
+        building.mkdir(parents=True)
+        _build(cfg, building, log)
+        atomic_write_text(building / STAMP, json.dumps(_stamp(cfg), indent=1))
+        shutil.rmtree(folder, ignore_errors=True)
+        building.rename(folder)
+    except OSError as e:
+        raise DataError(f"{building}: cannot write the prepared data ({e.strerror})") from None
+    finally:
+        shutil.rmtree(building, ignore_errors=True)  # nothing half-written stays behind
     return load_prepared(cfg)
+
+
+def _written_by_mt(folder: Path) -> bool:
+    """A prepared-data folder carries mt's files: a finished one its stamp, an older one corpus.json or
+    corpus.pt (the first format); anything else is someone else's folder."""
+    return folder.is_dir() and any((folder / name).exists() for name in (STAMP, "corpus.json", "corpus.pt"))
 
 
 def _format(folder: Path) -> str | None:
@@ -96,10 +110,19 @@ def load_prepared(cfg: Config) -> PreparedData:
     folder = data_dir(cfg)
     if not (folder / STAMP).exists() or _format(folder) != FORMAT:
         raise DataError(f"{folder}: no prepared data; run `mt prepare` first")
-    meta = json.loads((folder / "corpus.json").read_text())
-    src_tok = Tokenizer((folder / "src.model").read_bytes())
-    tgt_tok = src_tok if cfg.tokenizer.joint else Tokenizer((folder / "tgt.model").read_bytes())
-    dev_text = json.loads((folder / "dev.json").read_text(encoding="utf-8"))
+    needed = ["corpus.json", "dev.json", "src.model", *([] if cfg.tokenizer.joint else ["tgt.model"])]
+    missing = [name for name in needed if not (folder / name).is_file()]
+    if missing:
+        raise DataError(f"{folder / missing[0]}: missing, the prepared data is damaged; run the same command "
+                        "with --restart to prepare it again")
+    try:
+        meta = json.loads((folder / "corpus.json").read_text())
+        src_tok = Tokenizer((folder / "src.model").read_bytes())
+        tgt_tok = src_tok if cfg.tokenizer.joint else Tokenizer((folder / "tgt.model").read_bytes())
+        dev_text = json.loads((folder / "dev.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RuntimeError) as e:  # unreadable, malformed JSON, a broken sentencepiece model
+        raise DataError(f"{folder}: the prepared data is damaged ({str(e).splitlines()[0] if str(e) else e!r}); "
+                        "run the same command with --restart to prepare it again") from None
     dev = map_corpus(folder, "dev", meta["dev"]) if meta["dev"] else None
     train = map_corpus(folder, "train", meta["train"])
     bounds = np.cumsum([0, *meta["train"].get("parts", [len(train)])]).tolist()

@@ -22,12 +22,16 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     if not path.is_file():
         raise MtError(f"{run_dir}: no metrics.jsonl (not a training output_dir, or training has not logged yet)")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
+            if number == len(lines) and not text.endswith("\n"):  # cut off by a crash; dropped on resume
+                continue
             raise MtError(f"{path}:{number}: not a JSON object ({e.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("step"), int) or "split" not in row:
             raise MtError(f"{path}:{number}: a metrics row needs an integer 'step' and a 'split'")

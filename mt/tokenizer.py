@@ -9,7 +9,7 @@ import sentencepiece as spm
 import torch
 
 from mt.config import TokenizerConfig
-
+from mt.errors import DataError
 from mt.symbols import BOS, EOS, PAD, UNK
 
 
@@ -47,6 +47,15 @@ def train_tokenizer(sentences: Iterable[str], cfg: TokenizerConfig, symbols: Seq
     """Train a sentencepiece model on `sentences` (sampled down to `cfg.max_sentences`); each of `symbols` (the
     corpus tags of data.train) becomes one piece of its own."""
     model = io.BytesIO()
+    try:
+        _train_sentencepiece(sentences, cfg, symbols, model)
+    except RuntimeError as e:  # e.g. "Vocabulary size is smaller than required_chars. 10 vs 17. ..."
+        reason = str(e).split("] ", 1)[-1].split(". Increase")[0]
+        raise DataError(f"tokenizer.vocab_size={cfg.vocab_size}: sentencepiece cannot train it: {reason}") from None
+    return Tokenizer(model.getvalue())
+
+
+def _train_sentencepiece(sentences: Iterable[str], cfg: TokenizerConfig, symbols: Sequence[str], model) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
         model_writer=model,
@@ -64,4 +73,3 @@ def train_tokenizer(sentences: Iterable[str], cfg: TokenizerConfig, symbols: Seq
         num_threads=2,
         minloglevel=2,
     )
-    return Tokenizer(model.getvalue())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -34,7 +35,7 @@ from mt.checkpoint import (
 )
 from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.corpus import Corpus
-from mt.data import training_corpora
+from mt.data import check_sources, training_corpora
 from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
 from mt.files import atomic_write_text
@@ -86,12 +87,28 @@ class TrainingRun:
             self.board.close()
 
 
+class EvaluationInterrupted(Exception):
+    """A signal arrived during a dev evaluation, which is dropped so the run can save and stop at once."""
+
+
 class StopRequested:
-    """SIGINT/SIGTERM set a flag; the loop saves a checkpoint at the end of the current step and exits."""
+    """SIGINT/SIGTERM set a flag; the loop saves a checkpoint at the end of the current step and exits. Inside
+    `interruptible()` (a dev evaluation, which can take longer than a scheduler's grace period) the signal also
+    raises EvaluationInterrupted."""
 
     def __init__(self):
         self.signal_name = None
+        self.signal_number = None
         self._previous = {}
+        self._interruptible = False
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
     def __enter__(self):
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -101,7 +118,9 @@ class StopRequested:
     def _handle(self, signum, frame):
         if self.signal_name is not None:  # a second Ctrl-C: stop right away
             raise KeyboardInterrupt
-        self.signal_name = signal.Signals(signum).name
+        self.signal_name, self.signal_number = signal.Signals(signum).name, signum
+        if self._interruptible:
+            raise EvaluationInterrupted
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
@@ -114,7 +133,14 @@ def log_line(message: str) -> None:
     sys.stderr.flush()
 
 
-def train(cfg: Config, restart: bool = False) -> Path:
+@dataclass
+class TrainResult:
+    checkpoint: Path  # checkpoint_last.pt
+    stopped_by: int | None  # the signal (SIGINT, SIGTERM) that stopped the run early, or None
+
+
+def train(cfg: Config, restart: bool = False) -> TrainResult:
+    check_sources(cfg.data)
     rt = setup_runtime(cfg.train, log=log_line)
     try:
         # One run per output_dir (rank 0 holds it for all the ranks of a torchrun job).
@@ -124,7 +150,7 @@ def train(cfg: Config, restart: bool = False) -> Path:
         teardown_runtime(rt)
 
 
-def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
+def _train(cfg: Config, rt: Runtime, restart: bool) -> TrainResult:
     run = _start_run(cfg, rt, restart)
     start, first_step = time.perf_counter(), run.state.step
     try:
@@ -133,7 +159,7 @@ def _train(cfg: Config, rt: Runtime, restart: bool) -> Path:
     finally:
         run.close()
     run.say(_summary(run, why, first_step, time.perf_counter() - start))
-    return run.out / "checkpoint_last.pt"
+    return TrainResult(run.out / "checkpoint_last.pt", stop.signal_number)
 
 
 def _summary(run: TrainingRun, why: str, first_step: int, seconds: float) -> str:
@@ -169,7 +195,7 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
         _resume(run, last)
         say(f"resuming from {last} at step {run.state.step}")
         if rt.is_main:
-            _truncate_metrics(run.out / "metrics.jsonl", run.state.step)
+            _truncate_metrics(run.out / "metrics.jsonl", run.state.step, say)
     else:
         if rt.is_main:
             _set_aside_previous_run(run.out, say)
@@ -257,7 +283,7 @@ def _loop(run: TrainingRun, stop: StopRequested) -> str:
         lr = noam_lr(run.state.step + 1, run.cfg.model.d_model, tc.warmup_steps, tc.lr_scale)
         if _update(run, lr, window):
             bar.update(1)
-            if _log_evaluate_save(run, lr, window, bar):
+            if _log_evaluate_save(run, lr, window, bar, stop):
                 bar.close()
                 _save_step(run, keep_step_file=False)
                 return (f"stopped early: dev {tc.best_metric} did not improve in {tc.patience} evaluations "
@@ -295,7 +321,7 @@ def _update(run: TrainingRun, lr: float, window: Window) -> bool:
     return True
 
 
-def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> bool:
+def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar, stop: StopRequested) -> bool:
     """After an update: a log line, a dev evaluation and checkpoints, each when its interval comes round.
     True when train.patience evaluations in a row did not improve the best score: time to stop."""
     tc, step = run.cfg.train, run.state.step
@@ -304,7 +330,7 @@ def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar) -> bool
     start = time.perf_counter()
     evaluated = (step % tc.eval_every == 0 or step == tc.max_steps) and run.data.dev is not None
     if evaluated:
-        _track_best(run, _evaluate(run))
+        _track_best(run, _evaluate(run, stop))
     if step % tc.save_every == 0 or step == tc.max_steps:
         _save_step(run)
     window.exclude(time.perf_counter() - start)  # training speed is the updates' alone
@@ -375,18 +401,41 @@ def _log_train(run: TrainingRun, lr: float, window: Window, bar) -> None:
 
 
 def _append_metrics(run: TrainingRun, row: dict) -> None:
-    with open(run.out / "metrics.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+    """One whole line in one write; a line torn by a crash is dropped on resume (`_truncate_metrics`)."""
+    path = run.out / "metrics.jsonl"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, (json.dumps(row) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise MtError(f"{path}: cannot append ({e.strerror}); training stopped at step {run.state.step}, "
+                      f"{_kept(run)}") from None
     if run.board is not None:
         run.board.add(row)
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop rows written after the checkpoint we resume from, so the log reads like one uninterrupted run."""
-    if path.exists():
-        rows = [line for line in path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line)["step"] <= step]
+def _truncate_metrics(path: Path, step: int, say) -> None:
+    """Drop rows written after the checkpoint we resume from, so the log reads like one uninterrupted run, and
+    a line a crash left half-written."""
+    if not path.exists():
+        return
+    rows, torn = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            torn += bool(line.strip())
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
+            rows.append(line)
+    if torn:
+        say(f"resume: dropped {torn} unreadable line(s) of {path} (written when a run was cut off)")
+    try:
         atomic_write_text(path, "".join(r + "\n" for r in rows))
+    except OSError as e:
+        raise MtError(f"{path}: cannot rewrite it to resume ({e.strerror})") from None
 
 
 @torch.no_grad()
@@ -404,35 +453,46 @@ def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> t
     return nll_sum.item() / max(tokens, 1), tokens
 
 
-def _evaluate(run: TrainingRun) -> float | None:
+def _evaluate(run: TrainingRun, stop: StopRequested) -> float | None:
     """Dev loss, perplexity and greedy BLEU (and chrF when it is train.best_metric) on rank 0, the others
     waiting; returns the score of train.best_metric, higher is better (minus the loss for loss; None on the
-    other ranks)."""
-    cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.eval_model
+    other ranks, and when a signal stopped the evaluation)."""
     score = None
-    if rt.is_main:
-        model.eval()
-        start = time.perf_counter()
-        nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
-        with rt.autocast():
-            translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
-            hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
-        texts = [h[0][0] for h in hyps]
-        bleu = bleu_score(texts, data.dev_ref)
-        run.learner.model.train()
-        row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
-               "bleu": bleu}
-        if cfg.train.best_metric == "chrf":
-            row["chrf"] = round(score_corpus(texts, data.dev_ref, ["chrf"])["chrf"]["score"], 2)
-        row["eval_s"] = round(time.perf_counter() - start, 1)
-        _append_metrics(run, row)
-        chrf = f" chrF {row['chrf']:.2f}" if "chrf" in row else ""
-        weights = ", moving average" if run.learner.ema is not None else ""
-        run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {bleu:.2f}{chrf} "
-                f"(greedy{weights}, {row['eval_s']}s)")
-        score = {"bleu": bleu, "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
-    rt.barrier()
+    if run.rt.is_main:
+        try:
+            with stop.interruptible():
+                row, score = _evaluate_on_main(run)
+        except EvaluationInterrupted:
+            run.say(f"step {run.state.step}: {stop.signal_name} during the dev evaluation; it is skipped")
+        else:
+            _append_metrics(run, row)
+            chrf = f" chrF {row['chrf']:.2f}" if "chrf" in row else ""
+            weights = ", moving average" if run.learner.ema is not None else ""
+            run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {row['bleu']:.2f}"
+                    f"{chrf} (greedy{weights}, {row['eval_s']}s)")
+        finally:
+            run.learner.model.train()
+    run.rt.barrier()
     return score
+
+
+def _evaluate_on_main(run: TrainingRun) -> tuple[dict, float]:
+    """Rank 0's part of `_evaluate`: the dev row of metrics.jsonl, and the score."""
+    cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.eval_model
+    model.eval()
+    start = time.perf_counter()
+    nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
+    with rt.autocast():
+        translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
+        hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
+    texts = [h[0][0] for h in hyps]
+    bleu = bleu_score(texts, data.dev_ref)
+    row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
+           "bleu": bleu}
+    if cfg.train.best_metric == "chrf":
+        row["chrf"] = round(score_corpus(texts, data.dev_ref, ["chrf"])["chrf"]["score"], 2)
+    row["eval_s"] = round(time.perf_counter() - start, 1)
+    return row, {"bleu": bleu, "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
 
 
 def _checkpoint(run: TrainingRun) -> dict:
@@ -470,10 +530,13 @@ def _save(run: TrainingRun, path: Path, ckpt: dict) -> None:
     try:
         save_checkpoint(path, ckpt)
     except CheckpointError as e:
-        last = run.out / "checkpoint_last.pt"
-        kept = (f"{last} (step {run.saved_step}) is kept" if run.saved_step is not None and last.exists()
-                else "no checkpoint of this run was saved")
-        raise MtError(f"{e}; training stopped at step {run.state.step}, {kept}") from None
+        raise MtError(f"{e}; training stopped at step {run.state.step}, {_kept(run)}") from None
+
+
+def _kept(run: TrainingRun) -> str:
+    last = run.out / "checkpoint_last.pt"
+    return (f"{last} (step {run.saved_step}) is kept" if run.saved_step is not None and last.exists()
+            else "no checkpoint of this run was saved")
 
 
 def _resume(run: TrainingRun, path: Path) -> None:

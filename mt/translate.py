@@ -8,11 +8,12 @@ ends with `\\t` and its word alignment (`"alignment"` in json). With --prefix in
 
 from __future__ import annotations
 
+import collections
 import io
 import json
-import queue
+import os
+import select
 import sys
-import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ import torch
 from mt.backend import Translator
 from mt.config import DecodeConfig, check_decode
 from mt.decode import Translation, translate_lines
+from mt.errors import MtError
 from mt.files import atomic_write
 
 
@@ -58,8 +60,14 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
                     warn) -> list[list[Translation]]:
     """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning.
     With `fmt.prefix` a line is `source<TAB>target prefix` (no tab: no prefix), and its output starts with it."""
-    def truncated(i: int, length: int, kept: int) -> None:
-        warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
+    def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
+        if part == "source":
+            warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
+        elif part == "target prefix":
+            warn(f"warning: input line {first_number + i}: target prefix of {length} tokens, cut to {kept}")
+        else:
+            warn(f"warning: input line {first_number + i}: {part} of {length} tokens do not fit the model's "
+                 f"{kept} output positions; the output may miss some")
 
     prefixes = terms = None
     if fmt.prefix:
@@ -98,31 +106,51 @@ def _aligned(h) -> str:
 
 
 def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
-    """Yield lists of raw lines: whatever arrives within `wait_s` of the first line of a block."""
-    lines: queue.Queue = queue.Queue()
+    """Yield lists of raw lines: whatever arrives within `wait_s` of the first line of a block.
 
-    def reader():
-        for raw in iter(stream.readline, b""):
-            lines.put(raw)
-        lines.put(None)
-
-    threading.Thread(target=reader, daemon=True).start()
-    finished = False
-    while not finished:
-        first = lines.get()
-        if first is None:
-            return
+    The main thread reads the file descriptor itself (select, then os.read), with no reader thread: a thread
+    blocked on stdin would abort the interpreter at exit ("_enter_buffered_busy") after Ctrl-C, a closed pipe or
+    an error raised while it waits.
+    """
+    try:
+        reader = _LineReader(stream.fileno())
+    except (AttributeError, io.UnsupportedOperation):  # an in-memory stream: every line is already there
+        lines = stream.readlines()
+        yield from (lines[i:i + max_lines] for i in range(0, len(lines), max_lines))
+        return
+    while (first := reader.next_line(timeout=None)) is not None:
         block, deadline = [first], time.monotonic() + wait_s
         while len(block) < max_lines:
-            try:
-                raw = lines.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                break
-            if raw is None:
-                finished = True
+            raw = reader.next_line(timeout=max(deadline - time.monotonic(), 0))
+            if raw is None:  # nothing more within the wait, or the end of the input
                 break
             block.append(raw)
         yield block
+
+
+class _LineReader:
+    """Lines of a file descriptor, each with its newline (the last one maybe without)."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pending, self.lines, self.ended = fd, b"", collections.deque(), False
+
+    def next_line(self, timeout: float | None) -> bytes | None:
+        """The next line; None at the end of the input, or when none is complete within `timeout` seconds."""
+        while not self.lines and not self.ended:
+            if not select.select([self.fd], [], [], timeout)[0]:
+                return None
+            self._read()
+        return self.lines.popleft() if self.lines else None
+
+    def _read(self) -> None:
+        data = os.read(self.fd, 1 << 16)
+        if not data:
+            self.ended = True
+            if self.pending:
+                self.lines.append(self.pending)
+            return
+        *complete, self.pending = (self.pending + data).split(b"\n")
+        self.lines.extend(line + b"\n" for line in complete)
 
 
 def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, fmt: LineFormat, warn,
@@ -160,3 +188,28 @@ def translate_file(tr: Translator, input_path: str | None, output_path: str | No
         if input_path:
             source.close()
 
+
+def check_input(path: str | None, option: str = "-i") -> None:
+    """A file to read: fail before any work if it is missing, a folder or unreadable."""
+    if path is None:
+        return
+    if not os.path.exists(path):
+        raise MtError(f"{option} {path}: no such file")
+    if os.path.isdir(path):
+        raise MtError(f"{option} {path}: is a folder, not a file")
+    if not os.access(path, os.R_OK):
+        raise MtError(f"{option} {path}: not readable (permission denied)")
+
+
+def check_output(path: str | None, option: str = "-o") -> None:
+    """A file to write: fail before any work if it is a folder or its folder cannot take a new file."""
+    if path is None:
+        return
+    target = Path(os.path.realpath(path))  # a symlink is written through
+    if target.is_dir():
+        raise MtError(f"{option} {path}: is a folder, not a file")
+    folder = target.parent
+    if not folder.is_dir():
+        raise MtError(f"{option} {path}: no such folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise MtError(f"{option} {path}: cannot write in {folder} (permission denied)")

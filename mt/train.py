@@ -482,7 +482,7 @@ def _evaluate_on_main(run: TrainingRun) -> tuple[dict, float]:
     model.eval()
     start = time.perf_counter()
     nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
-    with rt.autocast():
+    with rt.autocast(), torch.no_grad():  # (with autograd on, each decoding step would record a graph)
         translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
         hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
     texts = [h[0][0] for h in hyps]

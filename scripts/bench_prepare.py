@@ -4,7 +4,7 @@
 
 Builds an N-fold copy of data/ddtp-de-en/train.{de,en} in a temporary folder (42,840 pairs a copy), then for
 each checkout given with --project (default: this one; give an old one, e.g. made with `git worktree add
-/tmp/old 419c039`, to compare before and after in the same run) runs, each in a fresh process:
+/tmp/old OLD_COMMIT`, to compare before and after in the same run) runs, each in a fresh process:
 
 - `mt prepare` with configs/demo.yaml's tokenizer (bpe, vocab 4000, joint, max_sentences 2M) and max_len 128;
 - `mt train` for 20 steps of the demo model on that cache, then its evaluation on 100 dev pairs (under

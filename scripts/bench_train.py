@@ -3,10 +3,10 @@
     python scripts/bench_train.py --fairseq-venv VENV [--updates 100] [--rounds 2] [--threads 2]
         [--variant 'old defaults: data.pad_to_multiple=8 GOMP_SPINCOUNT=30000']
 
-The model is the equal-updates protocol's (../shared/peers in the project's history): 3+3 layers, d_model 256,
-FFN 1024, 4 heads, tied embeddings, post-LN, dropout 0.1, label smoothing 0.1, Adam (0.9, 0.98, 1e-9), linear
-warm-up to 1e-3 then inverse square root, 4,096-token batches, fp32, seed 1, on the shipped DDTP de-en corpus
-with a joint 8,000-piece BPE. `mt prepare` encodes it once; fairseq gets the very same pairs, written out as
+The model is the protocol model of docs/benchmarks.md (scripts/equal_updates.py trains the same): 3+3 layers,
+d_model 256, FFN 1024, 4 heads, tied embeddings, post-LN, dropout 0.1, label smoothing 0.1, Adam (0.9, 0.98,
+1e-9), linear warm-up to 1e-3 then inverse square root, 4,096-token batches, fp32, seed 1, on the shipped DDTP
+de-en corpus with a joint 8,000-piece BPE. `mt prepare` encodes it once; fairseq gets the very same pairs, written out as
 pieces of mt's sentencepiece model, so both train on the same tokens.
 
 Each round trains fairseq, then mt (then each `--variant`: mt with extra `--set` values and environment
@@ -15,7 +15,7 @@ fresh process, so that a slow spell of the machine hits every side. Printed per 
 windows after the first, which holds start-up), the label-smoothed training loss at each log window in nats
 (fairseq logs bits: multiplied by ln 2), and the wall time of the process. The last lines give mt's speed over
 fairseq's per round and their median. Without fairseq the mt runs still happen, and the script says how to
-install fairseq (about 10 minutes on 2 cores):
+install fairseq (about 10 minutes on 2 cores; docs/benchmarks.md, "Installing fairseq"):
 
     python3 -m venv VENV && . VENV/bin/activate
     pip install torch==2.13.0 cython 'numpy<2' cffi hydra-core==1.3.2 omegaconf==2.3.0 regex sacrebleu tqdm \\

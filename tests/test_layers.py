@@ -1,10 +1,11 @@
 """The layers of mt/: every module imports only from its own layer or below, with no cycle, and only the
-command line imports mt modules lazily. The README's "Layout" block shows the same table."""
+command line imports mt modules lazily. The README's "Layout" block shows the same table, line by line."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
+README = PACKAGE.parent / "README.md"
 
 # Bottom to top. A module may import modules of its own layer (no cycle) or of the layers below.
 LAYERS = [
@@ -55,6 +56,22 @@ def test_the_layer_table_names_every_module_once():
     listed = [module for layer in LAYERS for module in layer]
     assert len(listed) == len(set(listed))
     assert set(listed) == {path.stem for path in PACKAGE.glob("*.py")}
+
+
+def _readme_layout() -> list[list[str]]:
+    """The modules the README's Layout block names, a list per line that names any, top to bottom."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Layout"):]
+    block = section[section.index("```") + 3:]
+    block = block[:block.index("```")]
+    return [[word[:-3] for word in line.split() if word.endswith(".py")] for line in block.splitlines()
+            if any(word.endswith(".py") for word in line.split())]
+
+
+def test_the_readme_layout_lists_exactly_the_layers_of_the_table():
+    """Top to bottom, each README line that names modules names one layer of LAYERS, each module once."""
+    layout = _readme_layout()
+    assert [sorted(line) for line in layout] == [sorted(layer) for layer in reversed(LAYERS)]
 
 
 def test_no_module_imports_from_a_layer_above_its_own():

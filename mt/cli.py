@@ -17,6 +17,11 @@ import typer
 
 from mt.errors import MtError
 
+try:  # typer 0.2x carries its own copy of click; earlier ones use click itself
+    from typer._click import exceptions as click
+except ImportError:
+    from click import exceptions as click
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and run the Transformer of 'Attention Is All You Need'.")
 
@@ -117,8 +122,15 @@ def translate(
         raise MtError("--constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
                       "constrained search)")
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
-    translate_file(tr, input, output, opts, fmt, _warn)
-    _exit_without_teardown()
+    try:
+        translate_file(tr, input, output, opts, fmt, _warn)
+        _exit_without_teardown()
+    except BrokenPipeError:  # the reader went away (`| head`); typer would turn it into a silent exit 1
+        raise OutputClosed from None
+
+
+class OutputClosed(Exception):
+    """Whoever read stdout closed it: the command ends quietly with 141, as `seq 1 100000 | head -1` does."""
 
 
 def _check_device(device: str) -> None:
@@ -350,12 +362,24 @@ def main() -> None:
     if sys.stdout is None:  # started with stdout closed (`>&-`): a command that prints says so
         sys.stdout = _ClosedStream()
     try:
-        app()
+        code = app(standalone_mode=False)
+        if code == 130:  # typer turns a KeyboardInterrupt into this code
+            _fail(None, "interrupted", 130)
+        sys.exit(code if isinstance(code, int) else 0)
+    except click.NoArgsIsHelpError as e:  # `mt` or `mt plot` alone: the help text
+        print(e.format_message(), file=sys.stderr)
+        sys.exit(2)
+    except click.ClickException as e:  # a usage error: one line, not click's framed box
+        _fail(None, f"error: {e.format_message()} (see mt --help)", e.exit_code)
+    except typer.Abort:
+        _fail(None, "interrupted", 130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
     except MtError as e:
         _fail(e, f"error: {e}", 1)
     except KeyboardInterrupt:
         _fail(None, "interrupted", 130)
-    except BrokenPipeError:
+    except (OutputClosed, BrokenPipeError):
         _quiet_stdout()
         sys.exit(141)
     except OSError as e:  # a full disk, a read-only folder, a closed stdout: the system's reason, with the file

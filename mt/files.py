@@ -88,7 +88,7 @@ def atomic_write_dir(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
-        tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary directory
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
         write(tmp)
         _replace_dir(tmp, path)
     except BaseException:

@@ -93,6 +93,6 @@ def test_translate_constraints_from_tab_separated_input(trained_tiny, tmp_path):
     plain = run_mt("translate", "-c", ckpt, "--beam-size", "4", input="Es zeigt Dateien an.\n").stdout.strip()
     assert "Debian" in out[0] and "library" in out[0] and out[1] == plain
     error = run_mt("translate", "-c", ckpt, "--constraints", "--sampling", input="a\tb\n", check=False)
-    assert "do not combine with sampling" in one_error_line(error)
+    assert "do not combine with --sampling" in one_error_line(error)
     error = run_mt("translate", "-c", ckpt, "--constraints", "--prefix", input="a\tb\n", check=False)
     assert "use one" in one_error_line(error)

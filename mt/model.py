@@ -2,6 +2,7 @@
 
 Shapes: B batch, S source length, T target length, D d_model, H heads, V vocabulary.
 Masks follow mt/masks.py: boolean, True = may attend, or CAUSAL.
+The CPU kernels behind linear layers, dropout and attention live in mt/kernels.py.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ import contextlib
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.autograd.function import once_differentiable
 
 from mt.cache import DecoderCache, LayerCache
 from mt.config import ModelConfig
+from mt.kernels import attention, linear, linear_layer, linear_relu, training_dropout, written_out_attention
 from mt.masks import CAUSAL, Causal
 from mt.symbols import PAD
 
@@ -31,93 +31,8 @@ def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 
-ONEDNN_MIN_ROWS = 160  # inference with fewer rows takes F.linear's MKL sgemm (see onednn_inference)
-
-
-def onednn_inference(x: torch.Tensor) -> bool:
-    """Inference on a CPU in float32 (no gradient asked for) with at least ONEDNN_MIN_ROWS rows, where `linear`
-    takes oneDNN's matmul.
-
-    Fewer rows are a decoding step's, whose row count changes almost every step (sentences end, a refilled batch
-    grows): oneDNN builds a kernel for every new shape (0.3-0.9 ms at its first call; 704 of them in a greedy
-    pass of the dev set), MKL's sgemm does not. Greedy search of the dev set took 5-8% less time with MKL below
-    160 rows (both demo models, fresh processes in turns), beam 4 (four rows a sentence) the same within noise,
-    and the output texts were the same (docs/design.md, "Linear layers on a CPU")."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_grad_enabled()
-            and torch.backends.mkldnn.is_available() and x.numel() >= ONEDNN_MIN_ROWS * x.size(-1))
-
-
-def onednn_training(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Training on a CPU in float32, eager (not under torch.compile or autocast): `linear` takes `_OneDnnLinear`."""
-    return (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and torch.is_grad_enabled()
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-            and torch.backends.mkldnn.is_available())
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x W^T + b. On a CPU in float32 through oneDNN's matmul (torch.ops.mkldnn._linear_pointwise, the op
-    torch.compile emits for a CPU linear) instead of F.linear's MKL sgemm: with the few rows of a decoding step
-    it took 20% less time (40 x 256 by 256 x 4,000: 0.51 against 0.65 ms; torch 2.13, 2 cores), and a greedy
-    step of the demo model 10% less; for training see `_OneDnnLinear`."""
-    if onednn_inference(x):
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-    if onednn_training(x, weight):
-        return _OneDnnLinear.apply(x, weight, bias)
-    return F.linear(x, weight, bias)
-
-
-class _OneDnnLinear(torch.autograd.Function):
-    """x W^T + b and its gradients, for training on a CPU: the forward and the input's gradient (g W) through
-    oneDNN's matmul, the weight's gradient (g^T x, a long reduction) through MKL as F.linear's backward does.
-    The op has no gradient of its own, hence this function; the numbers are those of a matmul, in another
-    order of summation."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-
-    @staticmethod
-    @once_differentiable  # the op has no gradient: a second derivative through it is refused, not wrong
-    def backward(ctx, grad: torch.Tensor):
-        x, weight = ctx.saved_tensors
-        grad_x = grad_weight = grad_bias = None
-        rows = grad.reshape(-1, grad.size(-1))
-        if ctx.needs_input_grad[0]:
-            grad_x = torch.ops.mkldnn._linear_pointwise(grad, weight.t(), None, "none", [], "")
-        if ctx.needs_input_grad[1]:
-            grad_weight = rows.t() @ x.reshape(-1, x.size(-1))
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = rows.sum(0)
-        return grad_x, grad_weight, grad_bias
-
-
-class Linear(nn.Linear):
-    """nn.Linear through `linear`."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
-
-
-def linear_relu(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """max(0, layer(x)). For inference on a CPU with mt's `Linear`, the ReLU runs inside oneDNN's matmul (a
-    post-op) rather than as a pass of its own over the (rows, d_ff) output: the same numbers, and an encoder FFN
-    of 4,096 rows took 10.6 ms against 11.1 with freed memory kept, as decoding keeps it (d 256, d_ff 1,024;
-    torch 2.13, 2 cores; at 100 rows the same time)."""
-    if isinstance(layer, Linear) and onednn_inference(x):
-        return torch.ops.mkldnn._linear_pointwise(x, layer.weight, layer.bias, "relu", [], "")
-    return F.relu(layer(x))
-
-
 class Dropout(nn.Module):
-    """Dropout (5.4): each element zeroed with probability p, the others scaled by 1 / (1 - p); off in eval.
-
-    On a CPU the mask comes from random bits, two elements to one draw (`keep_mask`): torch's F.dropout draws a
-    float per element with bernoulli_, and uniform floats compared with p took most of the time still
-    (forward and backward of a 3584 x 256 activation, torch 2.13 on 2 cores: bernoulli_ 6.8 ms, uniform floats
-    3.2 ms, paired bits 1.8 ms; 17 dropouts a step in the protocol model). Elsewhere F.dropout (CUDA's kernel
-    is fused)."""
+    """Dropout (5.4): each element zeroed with probability p, the others scaled by 1 / (1 - p); off in eval."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -126,19 +41,7 @@ class Dropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu":
-            return F.dropout(x, self.p, training=True)
-        return x * (keep_mask(x.shape, self.p) * (1.0 / (1.0 - self.p))).to(x.dtype)  # no-op in float32
-
-
-def keep_mask(shape: torch.Size, p: float) -> torch.Tensor:
-    """An int16 CPU tensor of `shape`: each element 0 with probability p rounded to a multiple of 2^-15 (0.1 is
-    0.100006), else 1. One int32 draw of torch's generator (31 random bits) gives two elements 15 bits each:
-    its two int16 halves, the sign bit of the low one masked off. Compared in place: a bool result took 0.5 ms
-    more per 3584 x 256 mask."""
-    n = math.prod(shape)
-    bits = torch.empty((n + 1) // 2, dtype=torch.int32).random_().view(torch.int16)[:n]
-    return bits.bitwise_and_(0x7FFF).ge_(round(p * 32768)).view(shape)
+        return training_dropout(x, self.p)
 
 
 class Embedding(nn.Module):
@@ -161,30 +64,8 @@ class Embedding(nn.Module):
         return self.dropout(self.tokens(ids) * self.scale + pos)
 
 
-FEW_QUERIES = 32  # at most this many queries per row: a decoding step (a sentence's beams, grouped)
-
-
-def few_queries_on_cpu(q: torch.Tensor) -> bool:
-    """A decoding step on the CPU, where torch's fused attention kernels are slower than eq. 1 written out:
-    2-4x on a decoding step's shapes (a few queries per row, 10-60 keys), measured with torch 2.13 on 2 cores;
-    the gap is the kernel's per-block work, which a handful of queries cannot amortise."""
-    return q.device.type == "cpu" and q.size(2) <= FEW_QUERIES
-
-
-def written_out_attention(q, k, v, mask, causal: bool = False, dropout: float = 0.0):
-    """softmax(q k^T / sqrt(d_k)) v (eq. 1) written out -> the output (B, H, Lq, D/H) and the weights
-    (B, H, Lq, Lk); masked keys get exactly 0. `mask` and `causal` mean what they mean to SDPA."""
-    scores = (q @ k.transpose(-2, -1)).div_(math.sqrt(q.size(-1)))  # in place: a decoding step makes fewer tensors
-    if causal:  # SDPA's is_causal: key j is visible from query i when j <= i
-        scores.masked_fill_(~torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril(), float("-inf"))
-    if mask is not None:
-        scores.masked_fill_(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return (F.dropout(weights, p=dropout) if dropout else weights) @ v, weights
-
-
 class MultiHeadAttention(nn.Module):
-    """Multi-head scaled dot-product attention (3.2.2) through torch's fused kernel.
+    """Multi-head scaled dot-product attention (3.2.2) through torch's fused kernel (mt.kernels.attention).
 
     W^Q, W^K and W^V are stacked in one (3D, D) `in_proj`, as in torch.nn.MultiheadAttention: self-attention
     projects q, k and v in one matmul; cross-attention projects q from the decoder and k, v (one matmul) from
@@ -194,8 +75,8 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
         self.d_model, self.n_heads, self.d_head, self.dropout = d_model, n_heads, d_model // n_heads, dropout
-        self.in_proj = Linear(d_model, 3 * d_model)
-        self.out_proj = Linear(d_model, d_model)
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
         self.keep_weights, self.weights = False, None  # opt-in: keep (B, H, Lq, Lk) weights to look at them
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -204,7 +85,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention: (B, L, D) -> q, k, v, each (B, H, L, D/H)."""
-        q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        q, k, v = linear_layer(self.in_proj, x).chunk(3, dim=-1)
         return self._split(q), self._split(k), self._split(v)
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
@@ -223,17 +104,13 @@ class MultiHeadAttention(nn.Module):
         """q (B, H, Lq, D/H), k/v (B, H, Lk, D/H) -> (B, Lq, D). `mask`: (B, 1, Lq|1, Lk) boolean, True = may
         attend; CAUSAL: key j is visible from query i when j <= i, left to SDPA (no mask tensor, so it may
         pick its fastest kernel); None: every key is visible."""
-        dropout = self.dropout if self.training else 0.0
-        causal = isinstance(mask, Causal)
-        if causal:
-            mask = None
-        if self.keep_weights:
-            out, self.weights = written_out_attention(q, k, v, mask, causal, dropout)
-        elif few_queries_on_cpu(q) and not self.training:
-            out, _ = written_out_attention(q, k, v, mask, causal)
+        p = self.dropout if self.training else 0.0
+        if self.keep_weights:  # eq. 1 written out, to look at the weights
+            causal = isinstance(mask, Causal)
+            out, self.weights = written_out_attention(q, k, v, None if causal else mask, causal, p)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
-        return self.out_proj(out.transpose(1, 2).flatten(2))
+            out = attention(q, k, v, mask, p, self.training)
+        return linear_layer(self.out_proj, out.transpose(1, 2).flatten(2))
 
     def forward(self, query, key_value, mask):
         if key_value is query:  # self-attention: one matmul for q, k and v
@@ -246,11 +123,11 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
         super().__init__()
-        self.w1, self.w2 = Linear(d_model, d_ff), Linear(d_ff, d_model)
+        self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.dropout = Dropout(dropout)
 
     def forward(self, x):
-        return self.w2(self.dropout(linear_relu(self.w1, x)))
+        return linear_layer(self.w2, self.dropout(linear_relu(self.w1, x)))
 
 
 class Residual(nn.Module):
@@ -332,7 +209,7 @@ class Transformer(nn.Module):
         # Pre-LN needs a final norm on each stack; post-LN outputs are already normalized.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-        self.output = None if cfg.share_embeddings else Linear(cfg.d_model, tgt_vocab, bias=False)
+        self.output = None if cfg.share_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
         self._init_parameters()
 
     def _init_parameters(self):
@@ -386,7 +263,7 @@ class Transformer(nn.Module):
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = self.decoder_norm(x)
         if self.output is not None:
-            return self.output(x)  # a module call, so that an int8-quantized projection (mt.quantize) works too
+            return linear_layer(self.output, x)  # an nn.Linear, or int8-quantized (mt.quantize)
         return linear(x, self.tgt_embed.tokens.weight)
 
     def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL, at: torch.Tensor | None = None):

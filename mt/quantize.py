@@ -33,9 +33,6 @@ def quantize_int8(model: Transformer) -> Transformer:
         weight = model.tgt_embed.tokens.weight
         model.output = nn.Linear(weight.size(1), weight.size(0), bias=False)
         model.output.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            module.__class__ = nn.Linear  # mt.model.Linear adds no state; quantize_dynamic swaps exact nn.Linear
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization announces its move to torchao
         return torch.ao.quantization.quantize_dynamic(model, quantized_linears(model), dtype=torch.qint8,

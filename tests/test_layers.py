@@ -13,7 +13,7 @@ LAYERS = [
     ["config", "checkpoint"],
     ["tokenizer", "masks", "runtime", "flops", "metrics", "run_log"],
     ["data", "corpus", "batching", "mixing", "prepare"],
-    ["model", "cache", "quantize", "ema", "ensemble"],
+    ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
     ["alignment", "search", "constraints", "backend", "ct2_backend"],
     ["decode"],

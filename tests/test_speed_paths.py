@@ -15,7 +15,8 @@ from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
 from mt.flops import machine_peak_flops, training_flops
 from mt.masks import padding_mask
-from mt.model import Linear, build_model, linear_relu
+from mt.kernels import linear_layer, linear_relu, plain_torch
+from mt.model import build_model
 from mt.recipe import make_optimizer
 from mt.runtime import batch_padding, setup_runtime
 from mt.update import Learner, apply_update
@@ -39,15 +40,14 @@ def test_a_non_finite_update_is_skipped_on_the_device():
     assert all(optimizer.state[p]["step"].item() == 1 for p in model.parameters())
 
 
-def test_flop_formula_counts_every_projection_torch_counts(monkeypatch):
+def test_flop_formula_counts_every_projection_torch_counts():
     """training_flops = the matmuls torch's FlopCounterMode sees in forward + backward, plus attention. The
     counter has no formula for oneDNN's op, so the projections take F.linear here (the same products)."""
-    monkeypatch.setattr("mt.model.onednn_training", lambda x, weight: False)
     cfg = ModelConfig(d_model=32, d_ff=64, n_heads=4, n_layers=2, dropout=0.0, max_positions=64)
     model = build_model(cfg, 50, 50, True)
     B, S, T = 3, 10, 7
     src, tgt = torch.randint(4, 50, (B, S)), torch.randint(4, 50, (B, T))
-    with FlopCounterMode(display=False) as counter:
+    with plain_torch(), FlopCounterMode(display=False) as counter:
         model(src, padding_mask(src), tgt).sum().backward()
     counts = {str(op).split(".")[-1]: n for op, n in counter.get_flop_counts()["Global"].items()}
     projections = counts.get("mm", 0) + counts.get("addmm", 0)
@@ -115,7 +115,7 @@ def test_the_mfu_yardstick_is_measured_once_per_machine_then_read(tmp_path, monk
 @pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16), (4, 1, 16), (2, 100, 16), (160, 16)])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_inference_linear_through_onednn_equals_f_linear(shape, with_bias):
-    from mt.model import ONEDNN_MIN_ROWS, linear, onednn_inference
+    from mt.kernels import ONEDNN_MIN_ROWS, linear, onednn_inference
 
     torch.manual_seed(0)
     x, weight = torch.randn(shape), torch.randn(24, 16)
@@ -132,7 +132,7 @@ def test_inference_linear_through_onednn_equals_f_linear(shape, with_bias):
 def test_training_linear_through_onednn_has_f_linears_values_and_gradients(shape, with_bias):
     """`linear` in training on a CPU (`_OneDnnLinear`: oneDNN's matmul and a written-out backward) against
     F.linear in float64: output and the gradients of input, weight (a row slice, as project_q takes) and bias."""
-    from mt.model import linear, onednn_training
+    from mt.kernels import linear, onednn_training
 
     torch.manual_seed(0)
     x, full_weight = torch.randn(shape, requires_grad=True), torch.randn(48, 16, requires_grad=True)
@@ -159,10 +159,10 @@ def test_training_linear_through_onednn_has_f_linears_values_and_gradients(shape
 def test_training_linear_without_an_input_gradient_gives_the_weights_gradient():
     """The first layer's input (an embedding lookup's output can be a leaf without a gradient) asks for none."""
     torch.manual_seed(0)
-    layer, x = Linear(16, 8), torch.randn(5, 16)
+    layer, x = torch.nn.Linear(16, 8), torch.randn(5, 16)
     reference = torch.nn.Linear(16, 8)
     reference.load_state_dict(layer.state_dict())
-    layer(x).square().sum().backward()
+    linear_layer(layer, x).square().sum().backward()
     reference(x).square().sum().backward()
     assert torch.allclose(layer.weight.grad, reference.weight.grad, atol=1e-5)
     assert torch.allclose(layer.bias.grad, reference.bias.grad, atol=1e-5)
@@ -172,7 +172,7 @@ def test_relu_inside_the_matmul_gives_relu_of_the_matmul():
     """`linear_relu` (oneDNN's fused ReLU when decoding on a CPU) equals F.relu of the plain linear layer, in
     inference and in training (where it is F.relu of `linear`)."""
     torch.manual_seed(0)
-    layer, x = Linear(16, 32), torch.randn(5, 3, 16)
+    layer, x = torch.nn.Linear(16, 32), torch.randn(5, 3, 16)
     expected = torch.nn.functional.relu(torch.nn.functional.linear(x, layer.weight, layer.bias))
     with torch.inference_mode():
         assert torch.allclose(linear_relu(layer, x), expected, atol=1e-6)

@@ -24,7 +24,7 @@ from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.model import Transformer, build_model
 from mt.quantize import quantize_int8
-from mt.runtime import keep_freed_memory, pick_device
+from mt.runtime import pick_device
 from mt.search import Hypothesis, Sampler, beam_search, greedy_search
 from mt.tokenizer import Tokenizer
 
@@ -169,8 +169,6 @@ def load_model_translator(path: str | Path, device: str = "auto", quantize: str 
     model.load_state_dict(translation_weights(ckpt, raw_weights))
     model.eval()
     target = pick_device(device, option="--device")
-    if target.type == "cpu":
-        keep_freed_memory()  # a refilled batch makes tensors of tens of MB every step (runtime.keep_freed_memory)
     if quantize is not None:
         if target.type != "cpu":
             raise MtError("--quantize int8 runs on the CPU; add --device cpu (or export to CTranslate2 for a GPU)")

@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from mt.errors import MtError
+from mt.tuning import describe, tune_process
 
 try:  # typer 0.2x carries its own copy of click; earlier ones use click itself
     from typer._click import exceptions as click
@@ -30,14 +31,19 @@ RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's 
                                           "moving average (train.ema_decay).")]
 
 
+_tuning: dict[str, str] = {}  # what main()'s tune_process set, shown by --debug
+
+
 def _warn(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
 @app.callback()
-def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks.")] = False):
+def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks and the process tuning.")]
+            = False):
     if debug:
         os.environ["MT_DEBUG"] = "1"
+        _warn(describe(_tuning))
 
 
 @app.command()
@@ -359,6 +365,7 @@ def main() -> None:
     """Exit codes: 0 done; 1 an error, one line on stderr; 2 a usage error (typer's); 130 Ctrl-C; 141 the reader
     of stdout went away (a closed pipe, as other Unix tools end); `mt train` stopped by a signal, 128 + its
     number (130 SIGINT, 143 SIGTERM) after saving a checkpoint it resumes from."""
+    _tuning.update(tune_process(sys.argv[1:]))  # before any command imports torch (mt/tuning.py)
     if sys.stdout is None:  # started with stdout closed (`>&-`): a command that prints says so
         sys.stdout = _ClosedStream()
     try:

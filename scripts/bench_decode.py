@@ -86,8 +86,13 @@ def child_main(args) -> None:
     if args.engine == "mt":
         if args.root:  # a baseline checkout's mt
             sys.path.insert(0, args.root)
-        import mt  # noqa: F401, I001  (before torch, as the `mt` command: its OpenMP setting must come first)
-        import torch
+        try:  # before torch, as the `mt` command: its OpenMP setting must come first
+            from mt.tuning import tune_process
+
+            tune_process(["translate"])
+        except ImportError:  # a checkout whose `import mt` tunes the process itself
+            import mt  # noqa: F401
+        import torch  # noqa: I001
 
         torch.set_num_threads(args.threads)
         seconds, texts = run_mt(args.model, args.beam, args.batch, lines, args.device)

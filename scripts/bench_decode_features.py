@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
+    from mt.tuning import tune_process
+
+    tune_process(["translate"])  # as `mt translate` runs: before torch loads
     import torch
 
     from mt.decode import load_translator, translate_lines

@@ -11,7 +11,7 @@ README = PACKAGE.parent / "README.md"
 LAYERS = [
     ["errors", "symbols", "files", "folder_lock"],
     ["config", "checkpoint"],
-    ["tokenizer", "masks", "runtime", "flops", "metrics", "run_log"],
+    ["tokenizer", "masks", "runtime", "tuning", "flops", "metrics", "run_log"],
     ["data", "corpus", "batching", "mixing", "prepare"],
     ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],

@@ -1,6 +1,7 @@
 """The fast paths keep the slow paths' results: device-side skipping, FLOP counting, the CUDA-count check
 under torchrun and `mt bench train` (vectorised collate and prefetching: tests/test_batching.py)."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mt import flops, runtime
+from mt import flops, tuning
 from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
 from mt.flops import machine_peak_flops, training_flops
@@ -19,6 +20,7 @@ from mt.kernels import linear_layer, linear_relu, plain_torch
 from mt.model import build_model
 from mt.recipe import make_optimizer
 from mt.runtime import batch_padding, setup_runtime
+from mt.tuning import command_of, describe, tune_process
 from mt.update import Learner, apply_update
 from tests.conftest import TINY, run_mt, tiny_overrides
 
@@ -67,17 +69,20 @@ def test_torchrun_with_more_processes_than_gpus_is_refused(monkeypatch):
         setup_runtime(TrainConfig(device="cuda"))
 
 
-def test_training_on_cuda_keeps_attention_off_cudnn(monkeypatch):
-    # cuDNN attention builds a plan for every new shape (0.4-0.6 s each on an H100): runtime.attention_without_cudnn
+def test_the_training_commands_keep_attention_off_cudnn_and_the_library_leaves_it(monkeypatch):
+    # cuDNN attention builds a plan for every new shape (0.4-0.6 s each on an H100): tuning.attention_without_cudnn
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(runtime, "keep_freed_memory", lambda: True)  # the CPU run's mallopt would outlive the test
+    monkeypatch.setattr(tuning, "keep_freed_memory", lambda: True)  # mallopt would outlive the test
+    for name in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE"):
+        monkeypatch.setenv(name, "")  # a value the user set: the test's environment stays as it is
     torch.backends.cuda.enable_cudnn_sdp(True)
     try:
         assert setup_runtime(TrainConfig(device="cuda")).device.type == "cuda"
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # the library's training leaves the switch alone
+        assert set(tune_process(["translate", "-c", "x.pt"])) == {"malloc"}  # the variables are the user's
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        assert tune_process(["--debug", "train", "config.yaml"])["cudnn_attention"] == "off"
         assert not torch.backends.cuda.cudnn_sdp_enabled()
-        torch.backends.cuda.enable_cudnn_sdp(True)
-        setup_runtime(TrainConfig(device="cpu"))
-        assert torch.backends.cuda.cudnn_sdp_enabled()  # a CPU run leaves the switch alone
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
 
@@ -181,25 +186,66 @@ def test_relu_inside_the_matmul_gives_relu_of_the_matmul():
 
 
 def _import_mt(probe: str, *argv: str, **env: str) -> list[str]:
-    """The words `probe` prints in a fresh `python -c probe ARGV...`, where mt sees ARGV as its command; mt's
-    runtime variables are left out of the environment unless given in `env`."""
+    """The words `probe` prints in a fresh `python -c probe ARGV...`, where sys.argv[1:] is ARGV, the command;
+    mt's runtime variables are left out of the environment unless given in `env`."""
     inherited = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE")}
     out = subprocess.run([sys.executable, "-c", probe, *argv], env={**inherited, **env}, capture_output=True,
                          text=True, check=True)
     return out.stdout.split()
 
 
+TUNE = "from mt.tuning import tune_process; tune_process(sys.argv[1:]); "
+
+
 def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_user_chose_or_it_trains():
-    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: `import mt` must set it first."""
-    probe = "import sys, os, mt; print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
+    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: tune_process must set it first."""
+    probe = "import sys, os; " + TUNE + "print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
     assert _import_mt(probe, "translate") == ["False", "30000"]
     assert _import_mt(probe, "translate", GOMP_SPINCOUNT="5") == ["False", "5"]
-    assert _import_mt(probe, "train", "config.yaml") == ["False", "None"]  # GNU's default: training is faster with it
-    assert _import_mt(probe, "bench", "train") == ["False", "None"]
+    # GNU's default for training, which is faster with it; training loads torch, after the variables, for cuDNN
+    assert _import_mt(probe, "train", "config.yaml") == ["True", "None"]
+    assert _import_mt(probe, "--debug", "bench", "train") == ["True", "None"]
+
+
+def test_importing_mt_and_loading_a_translator_change_nothing_in_the_process(trained_tiny):
+    """A notebook's `import mt` and `load_translator`: no variable set, glibc's malloc and cuDNN as they were."""
+    if _transparent_huge_pages_mode() == "" or not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("not Linux with glibc 2.33 or later")
+    probe = f"""
+import ctypes, os, sys, mt, torch
+from mt.decode import load_translator
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks "
+                                               "keepcost").split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype, libc.malloc.restype = MallInfo2, ctypes.c_void_p
+load_translator("{trained_tiny / 'checkpoint_last.pt'}", device="cpu")
+mapped = libc.mallinfo2().hblkhd
+libc.malloc(40 * 2 ** 20)  # over glibc's 32 MB threshold: a mapping of its own, unless mallopt turned mmap off
+print(os.environ.get("GOMP_SPINCOUNT"), os.environ.get("THP_MEM_ALLOC_ENABLE"), torch.backends.cuda.cudnn_sdp_enabled(),
+      libc.mallinfo2().hblkhd - mapped >= 40 * 2 ** 20)
+"""
+    assert _import_mt(probe, "translate") == ["None", "None", "True", "True"]
+
+
+def test_the_command_words_skip_global_options():
+    assert command_of(["--debug", "bench", "train", "x.yaml"]) == ["bench", "train", "x.yaml"]
+    assert describe({}) == "tuning: nothing set"
+    assert describe({"GOMP_SPINCOUNT": "30000", "malloc": "x"}) == "tuning: GOMP_SPINCOUNT=30000, malloc=x"
+
+
+def test_debug_shows_the_tuning_the_command_made():
+    proc = run_mt("--debug", "plot", "mask", "--size", "4", "-o", os.devnull, check=False,
+                  env={"GOMP_SPINCOUNT": "", "THP_MEM_ALLOC_ENABLE": ""})
+    tuning_lines = [line for line in proc.stderr.splitlines() if line.startswith("tuning: ")]
+    assert tuning_lines == ["tuning: nothing set"], proc.stderr
 
 
 THP_PROBE = """
-import os, mt, torch
+import os, sys
+from mt.tuning import tune_process
+tune_process(sys.argv[1:])
+import torch
 x = torch.ones(64 * 2 ** 20 // 4)  # 64 MB, touched
 huge = sum(int(line.split()[1]) for line in open("/proc/self/smaps") if line.startswith("AnonHugePages:"))
 print(os.environ.get("THP_MEM_ALLOC_ENABLE"), huge // 1024)
@@ -216,7 +262,7 @@ def _transparent_huge_pages_mode() -> str:
 
 
 def test_training_asks_for_huge_pages_before_torch_allocates_and_decoding_does_not():
-    """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, so `import mt` sets it first, for the
+    """torch reads THP_MEM_ALLOC_ENABLE at its first CPU allocation, so tune_process sets it first, for the
     training commands only; a value the user set wins. Where the kernel grants huge pages on request
     (`madvise`), a training process's large tensors are backed by them."""
     train_flag, train_huge = _import_mt(THP_PROBE, "train", "config.yaml")

@@ -1,0 +1,105 @@
+"""Process tuning of the `mt` command, in one function its `main()` calls first: `tune_process`.
+
+Nothing here runs at import, and nothing else in mt changes the process: a program that imports mt (a notebook,
+a test, `mt.decode.load_translator`) keeps torch's and glibc's defaults unless it calls `tune_process` itself,
+before it imports torch. docs/design.md ("Process tuning") gives each setting's measured reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+TRAINING_COMMANDS = (["train"], ["bench", "train"])
+MODEL_COMMANDS = TRAINING_COMMANDS + (["translate"], ["evaluate"])  # they run a model: mallopt pays off
+
+
+def command_of(args: list[str]) -> list[str]:
+    """The command words of `mt ARGS` (its global options before them left out): ["bench", "train", ...]."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 1
+    return args[i:]
+
+
+def is_one_of(command: list[str], commands) -> bool:
+    return any(command[:len(words)] == words for words in commands)
+
+
+def openmp_spin_count(command: list[str]) -> str | None:
+    """GOMP_SPINCOUNT for `command`: 30,000 unless it trains (None: GNU OpenMP's 300,000).
+
+    torch's CPU threads wait at a barrier after each parallel operation; GNU OpenMP spins 300,000 rounds there
+    before it sleeps. Decoding runs hundreds of small parallel operations per step, and with a core busy
+    elsewhere a spinning thread keeps the CPU from the thread it waits for: 30,000 rounds made beam search
+    3.3x faster with one core busy and no slower on an idle machine. Training's operations are large, and
+    there 30,000 rounds cost about 10% (docs/benchmarks.md, "Threads that spin")."""
+    return None if is_one_of(command, TRAINING_COMMANDS) else "30000"
+
+
+def huge_pages(command: list[str]) -> str | None:
+    """THP_MEM_ALLOC_ENABLE for `command`: "1" when it trains, else None (torch's default: off).
+
+    With it torch asks the kernel for transparent huge pages (2 MB) for each CPU buffer of 2 MB or more, where
+    the kernel's THP mode is `madvise` or `always`. A CPU training step multiplies tens of MB of activations:
+    with 2 MB pages the protocol model's updates took 2-3% less time, in five paired runs of 40 and 100 updates
+    (docs/benchmarks.md, "Training against fairseq"). Decoding preallocates key and value caches that it fills in part,
+    and 2 MB pages would back all of it: beam search of the dev set was slower, so decoding leaves it off."""
+    return "1" if is_one_of(command, TRAINING_COMMANDS) else None
+
+
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt's parameter numbers (glibc's malloc.h)
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's malloc keep freed memory for the next allocation instead of handing it back to the system.
+
+    A CPU training step makes the same large tensors every update (the logits alone are batch x vocabulary
+    floats: 110 MB for the protocol model). glibc serves each block over 32 MB with its own mmap and unmaps it
+    when freed, so the next update faults every page back in, zeroed by the kernel; it also trims the heap's
+    free top after every large free. With no mmap and no trimming the memory is reused: 8-10% more target
+    tokens/s for the protocol model (docs/benchmarks.md); decoding's refilled batches make tensors of tens of MB
+    every step too. The process keeps its peak memory until it exits. False (and nothing changes) where the C
+    library is not glibc."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    libc = ctypes.CDLL(libc_name)
+    if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
+        return False
+    return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1))
+
+
+def attention_without_cudnn() -> None:
+    """Keep SDPA off its cuDNN kernel on CUDA; it picks flash or memory-efficient attention instead.
+
+    cuDNN attention (torch's first choice for bf16/fp16 on an H100) builds a plan for every new shape: 420-630 ms
+    at the first call of a shape against 1.1 ms without it (H100, torch 2.11). Training batches and greedy decoding
+    make new shapes all the time: transformer-base's first 60 updates on DDTP took 87 s with it and 26 s without,
+    and a dev evaluation 37.5 s against 2.5 s, with the same losses (docs/benchmarks.md, "On a GPU")."""
+    import torch  # here, after the environment variables: torch reads them when it loads
+
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
+def tune_process(args: list[str]) -> dict[str, str]:
+    """Tune this process for the command `mt ARGS` (sys.argv[1:]), before torch is imported, and return what was
+    set, name -> value. Environment variables the user set win and are left out of the result. Every command but
+    training: GOMP_SPINCOUNT; training (`mt train`, `mt bench train`): THP_MEM_ALLOC_ENABLE and SDPA without
+    cuDNN (this imports torch); the commands that run a model: glibc's malloc keeps freed memory."""
+    command, done = command_of(args), {}
+    for name, value in (("GOMP_SPINCOUNT", openmp_spin_count(command)), ("THP_MEM_ALLOC_ENABLE", huge_pages(command))):
+        if value is not None and name not in os.environ:
+            os.environ[name] = done[name] = value
+    if is_one_of(command, MODEL_COMMANDS) and keep_freed_memory():
+        done["malloc"] = "keep freed memory (M_MMAP_MAX=0, M_TRIM_THRESHOLD=2^31-1)"
+    if is_one_of(command, TRAINING_COMMANDS):
+        attention_without_cudnn()
+        done["cudnn_attention"] = "off"
+    return done
+
+
+def describe(done: dict[str, str]) -> str:
+    """One line for stderr: `tuning: GOMP_SPINCOUNT=30000, malloc=...` (or `tuning: nothing set`)."""
+    return "tuning: " + (", ".join(f"{name}={value}" for name, value in done.items()) or "nothing set")

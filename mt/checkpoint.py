@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import torch
 
+from mt.config import Config, config_to_dict
 from mt.errors import CheckpointError
 from mt.files import atomic_save
 
@@ -167,7 +168,8 @@ def init_source(path: str | Path, model_cfg: dict, joint: bool) -> dict:
     differ)."""
     ckpt = load_checkpoint(path)
     saved = ckpt["config"]
-    differ = [f"model.{key}" for key, value in model_cfg.items() if saved["model"].get(key) != value]
+    saved_model = {**config_to_dict(Config())["model"], **saved["model"]}  # keys newer than the checkpoint: defaults
+    differ = [f"model.{key}" for key, value in model_cfg.items() if saved_model.get(key) != value]
     if saved["tokenizer"].get("joint") != joint:
         differ.append("tokenizer.joint")
     if differ:

@@ -292,6 +292,25 @@ def export(
     _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force, raw_weights)}")
 
 
+@app.command("import")
+def import_(
+    directory: Annotated[Path, typer.Argument(help="A Hugging Face Marian directory (e.g. an OPUS-MT model).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Checkpoint to write.")],
+):
+    """Write an mt checkpoint of a Hugging Face Marian (OPUS-MT) model directory."""
+    import yaml
+
+    from mt.config import config_to_dict
+    from mt.marian import import_marian
+    from mt.translate import check_output
+
+    check_output(str(output))
+    cfg = import_marian(directory, output, log=_warn)
+    _warn(f"imported {directory} into {output}; to fine-tune it (train.init_from), a config needs these sections:")
+    print(yaml.safe_dump({k: v for k, v in config_to_dict(cfg).items() if k in ("tokenizer", "model")},
+                         sort_keys=False), end="")
+
+
 @app.command()
 def info(path: Path, set_: SetOption = None):
     """Print the architecture and the exact parameter count of a config or a checkpoint."""

@@ -51,9 +51,13 @@ class DataConfig:
 class TokenizerConfig:
     type: str = "bpe"  # bpe | unigram
     vocab_size: int = 8000
-    joint: bool = True  # one sentencepiece model for both sides, as the paper's shared BPE
+    joint: bool = True  # one vocabulary for both sides: one sentencepiece model, as the paper's shared BPE (with
+    # vocab_file, one vocabulary over two sentencepiece models)
     max_sentences: int = 2_000_000  # sentences sampled to train sentencepiece
     character_coverage: float = 1.0
+    vocab_file: str | None = None  # not in the paper: a vocabulary file (Marian's vocab.json) in front of the
+    # sentencepiece model(s), whose ids the model uses; `mt import` renumbers the stored sentencepiece models to
+    # its ids (mt/marian.py), so only an imported checkpoint (train.init_from) brings one. None: sentencepiece's ids
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,13 @@ class ModelConfig:
     norm: str = "post"  # post (the paper) | pre
     share_embeddings: bool = True
     max_positions: int = 1024
+    activation: str = "relu"  # relu (3.3) | swish: x * sigmoid(x) in the feed-forward layers (OPUS-MT's base models)
+    positions: str = "interleaved"  # interleaved: sin and cos in alternate dimensions (3.5) | concatenated: one
+    # table [sin | cos] with the same frequencies 10000^(-k/(D/2)) (Marian, as Hugging Face converts it)
+    output_bias: bool = False  # a bias on the pre-softmax projection: not in the paper (OPUS-MT's
+    # final_logits_bias, which here trains)
+    decoder_start: str = "bos"  # bos: the decoder's first input is BOS (the paper) | pad: PAD's all-zero row, and
+    # incremental decoding never outputs PAD (Marian, whose vocabulary has no BOS and no PAD)
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,9 @@ _SECTION_CLASSES = {
 _CHOICES = {
     ("tokenizer", "type"): ("bpe", "unigram"),
     ("model", "norm"): ("post", "pre"),
+    ("model", "activation"): ("relu", "swish"),
+    ("model", "positions"): ("interleaved", "concatenated"),
+    ("model", "decoder_start"): ("bos", "pad"),
     ("train", "device"): ("auto", "cpu", "cuda"),
     ("train", "precision"): ("fp32", "bf16", "fp16"),
     ("train", "best_metric"): ("bleu", "chrf", "loss"),

@@ -19,6 +19,7 @@ from mt.ct2_backend import MARKER, import_ctranslate2
 from mt.errors import MtError
 from mt.files import atomic_write_dir
 from mt.model import Transformer
+from mt.symbols import EOS, PAD, UNK
 from mt.tokenizer import Tokenizer
 
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which mt's model uses
@@ -54,24 +55,41 @@ def _ffn(spec, layer) -> None:
     _linear(spec.linear_1, layer.ffn.w2.weight, layer.ffn.w2.bias)
 
 
-def _embeddings(spec, embed, embeddings_spec) -> None:
-    embeddings_spec.weight = embed.tokens.weight.detach().numpy()
+def _embeddings(spec, embed, embeddings_spec, weight) -> None:
+    embeddings_spec.weight = weight
     spec.scale_embeddings = True  # times sqrt(d_model) (3.4)
-    # CTranslate2's own sinusoids put sin and cos in two halves; mt interleaves them (3.5): give the table.
+    # CTranslate2's own sinusoids put sin and cos in two halves; mt interleaves them (3.5), or not
+    # (model.positions): give the table.
     spec.position_encodings.encodings = embed.positions.numpy()
 
 
+def exported_rows(model: Transformer) -> slice:
+    """The vocabulary rows an export keeps: all, or all but PAD's where the decoder starts from PAD's zero row
+    (model.decoder_start: pad), which CTranslate2 does with a flag of its own; then, as with its own Marian
+    converter, CTranslate2 never outputs PAD (mt/ct2_backend.py maps pieces, not ids)."""
+    return slice(PAD + 1, None) if model.cfg.decoder_start == "pad" else slice(None)
+
+
 def transformer_spec(model: Transformer):
-    """mt's Transformer as a CTranslate2 TransformerSpec (post-LN or pre-LN, ReLU, tied or separate output)."""
+    """mt's Transformer as a CTranslate2 TransformerSpec (post-LN or pre-LN, ReLU or swish, tied or separate
+    output, with or without an output bias, starting from BOS or from a zero embedding)."""
+    from ctranslate2.specs import common_spec
     from ctranslate2.specs import transformer_spec as ts
 
     cfg = model.cfg
     pre = cfg.norm == "pre"
+    activation = common_spec.Activation.SWISH if cfg.activation == "swish" else common_spec.Activation.RELU
     # Attention for word alignment: mt's layer (mt/alignment.py) counted from the end, all heads averaged (0).
-    spec = ts.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=pre, alignment_heads=0,
+    spec = ts.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=pre, activation=activation,
+                                          alignment_heads=0,
                                           alignment_layer=alignment_layer(cfg.n_layers) - cfg.n_layers)
-    _embeddings(spec.encoder, model.src_embed, spec.encoder.embeddings[0])
-    _embeddings(spec.decoder, model.tgt_embed, spec.decoder.embeddings)
+    rows = exported_rows(model)
+    src_weight = model.src_embed.tokens.weight.detach()[rows].numpy()
+    tgt_weight = src_weight if model.tgt_embed.tokens is model.src_embed.tokens else \
+        model.tgt_embed.tokens.weight.detach()[rows].numpy()  # one array when tied: saved once
+    _embeddings(spec.encoder, model.src_embed, spec.encoder.embeddings[0], src_weight)
+    _embeddings(spec.decoder, model.tgt_embed, spec.decoder.embeddings, tgt_weight)
+    spec.decoder.start_from_zero_embedding = cfg.decoder_start == "pad"
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
         _attention(layer_spec.self_attention, layer.self_attn, self_attention=True)
         _layer_norm(layer_spec.self_attention.layer_norm, layer.attn_block.norm)
@@ -85,8 +103,12 @@ def transformer_spec(model: Transformer):
     if pre:
         _layer_norm(spec.encoder.layer_norm, model.encoder_norm)
         _layer_norm(spec.decoder.layer_norm, model.decoder_norm)
-    output = model.tgt_embed.tokens.weight if model.output is None else model.output.weight
-    _linear(spec.decoder.projection, output)  # the same array as the embedding when tied: saved once
+    if model.output is None:
+        spec.decoder.projection.weight = tgt_weight  # the same array as the embedding: saved once
+    else:
+        _linear(spec.decoder.projection, model.output.weight[rows])
+    if model.output_bias is not None:
+        spec.decoder.projection.bias = model.output_bias.detach()[rows].float().numpy()
     spec.config.layer_norm_epsilon = LAYER_NORM_EPS
     spec.config.add_source_eos = True  # mt appends EOS to every source
     return spec
@@ -105,8 +127,12 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
         raise MtError(f"{output_dir} exists; remove it or pass --force")
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     spec = transformer_spec(tr.backend.model)
-    spec.register_source_vocabulary(_pieces(tr.src_tokenizer))
-    spec.register_target_vocabulary(_pieces(tr.tgt_tokenizer))
+    rows = exported_rows(tr.backend.model)
+    spec.register_source_vocabulary(_pieces(tr.src_tokenizer)[rows])
+    spec.register_target_vocabulary(_pieces(tr.tgt_tokenizer)[rows])
+    spec.config.unk_token, spec.config.eos_token = (tr.tgt_tokenizer.sp.id_to_piece(i) for i in (UNK, EOS))
+    if tr.backend.model.cfg.decoder_start == "pad":
+        spec.config.decoder_start_token = spec.config.eos_token  # any piece: the decoder starts from zeros
     spec.validate()
     spec.optimize(quantization=quantization)
 

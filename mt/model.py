@@ -12,6 +12,7 @@ import contextlib
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mt.cache import DecoderCache, LayerCache
@@ -21,10 +22,13 @@ from mt.masks import CAUSAL, Causal
 from mt.symbols import PAD
 
 
-def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:
-    """(n_positions, D): PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)) (3.5)."""
+def sinusoidal_positions(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """(n_positions, D): PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)) (3.5);
+    `layout` concatenated departs from it: the same sines in the first half, cosines in the second (Marian)."""
     position = torch.arange(n_positions, dtype=torch.float64)[:, None]
     inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    if layout == "concatenated":
+        return torch.cat([torch.sin(position * inv_freq), torch.cos(position * inv_freq)], dim=1).float()
     table = torch.zeros(n_positions, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq)
@@ -119,15 +123,18 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 (3.3)."""
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (3.3); `activation` swish departs from it: swish(z) = z * sigmoid(z)
+    in place of max(0, z) (OPUS-MT's base models)."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
         self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.dropout = Dropout(dropout)
+        self.activation = activation
 
     def forward(self, x):
-        return linear_layer(self.w2, self.dropout(linear_relu(self.w1, x)))
+        h = linear_relu(self.w1, x) if self.activation == "relu" else F.silu(linear_layer(self.w1, x))
+        return linear_layer(self.w2, self.dropout(h))
 
 
 class Residual(nn.Module):
@@ -149,7 +156,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
         self.attn_block, self.ffn_block = (Residual(cfg.d_model, cfg.dropout, pre) for _ in range(2))
 
     def forward(self, x, src_mask):
@@ -166,7 +173,7 @@ class DecoderLayer(nn.Module):
         pre = cfg.norm == "pre"
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
         self.self_block, self.cross_block, self.ffn_block = (Residual(cfg.d_model, cfg.dropout, pre) for _ in range(3))
 
     def forward(self, x, memory, src_mask, tgt_mask, cache: LayerCache | None = None):
@@ -197,7 +204,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool):
         super().__init__()
         self.cfg = cfg
-        positions = sinusoidal_positions(cfg.max_positions, cfg.d_model)
+        positions = sinusoidal_positions(cfg.max_positions, cfg.d_model, cfg.positions)
         tgt_tokens = nn.Embedding(tgt_vocab, cfg.d_model, padding_idx=PAD)
         # Section 3.4: one matrix for both embeddings and the pre-softmax projection (needs a joint vocabulary).
         share_src = cfg.share_embeddings and joint_vocab and src_vocab == tgt_vocab
@@ -210,6 +217,8 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.output = None if cfg.share_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
+        # Not in the paper: a bias on the pre-softmax projection (OPUS-MT's final_logits_bias), from 0.
+        self.output_bias = nn.Parameter(torch.zeros(tgt_vocab)) if cfg.output_bias else None
         self._init_parameters()
 
     def _init_parameters(self):
@@ -243,7 +252,7 @@ class Transformer(nn.Module):
         at padded positions (training asks for the real ones only, `at`: in the protocol model the projection to
         the vocabulary and its gradients are over a quarter of a step's matmul time).
         """
-        x = self.tgt_embed(tgt_in)
+        x = self.tgt_embed(self._started(tgt_in))
         for layer in self.decoder_layers:
             x = layer(x, memory, src_mask, tgt_mask)
         if at is not None:
@@ -255,16 +264,29 @@ class Transformer(nn.Module):
         `cache.offset` on -> logits (N, t, V). The cache holds the earlier positions and keeps this step's
         (mt/cache.py); memory (B, S, D) and src_mask (B, 1, 1, S) have one row per sentence, shared by its
         G = N / B rows. The caller's search started the step (`cache.begin_step`) and ends it (`advance`)."""
-        x = self.tgt_embed(tgt_new, offset=cache.offset)
+        x = self.tgt_embed(self._started(tgt_new, cache.offset), offset=cache.offset)
         for layer, layer_cache in zip(self.decoder_layers, cache.layers):
             x = layer(x, memory, src_mask, CAUSAL, layer_cache)
-        return self._logits(x)
+        logits = self._logits(x)
+        if self.cfg.decoder_start == "pad":  # Marian's vocabulary has no PAD: a search never outputs it
+            logits[..., PAD] = float("-inf")
+        return logits
+
+    def _started(self, tgt: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """tgt (N, t) at positions `offset` on, with the id at position 0 (BOS) read as PAD, whose row is all
+        zeros, where the decoder starts from it (model.decoder_start: pad, Marian); searches and batches put
+        BOS first either way."""
+        if self.cfg.decoder_start == "bos":
+            return tgt
+        start = offset[:, None] if isinstance(offset, torch.Tensor) else offset
+        return tgt.masked_fill(torch.arange(tgt.size(1), device=tgt.device) + start == 0, PAD)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = self.decoder_norm(x)
         if self.output is not None:
-            return linear_layer(self.output, x)  # an nn.Linear, or int8-quantized (mt.quantize)
-        return linear(x, self.tgt_embed.tokens.weight)
+            logits = linear_layer(self.output, x)  # an nn.Linear, or int8-quantized (mt.quantize)
+            return logits if self.output_bias is None else logits + self.output_bias
+        return linear(x, self.tgt_embed.tokens.weight, self.output_bias)
 
     def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL, at: torch.Tensor | None = None):
         return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask, at)

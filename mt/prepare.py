@@ -5,7 +5,7 @@ trains on (a uniform sample of `tokenizer.max_sentences`, see `Reservoir`), the 
 straight into the files the trainer maps (mt/corpus.py). The finished folder holds
 
     train.{src,tgt}.{bin,idx}, dev.{src,tgt}.{bin,idx}   the encoded corpus (layout in mt/corpus.py)
-    src.model, tgt.model    the sentencepiece models (one, src.model, when tokenizer.joint)
+    src.model, tgt.model    the sentencepiece models (one, src.model, when both sides use the same)
     dev.json                the raw dev text, for BLEU
     corpus.json             pair counts, token dtypes, statistics
     prepared.json           the config it was made from; written last, so it marks the folder complete
@@ -118,7 +118,8 @@ def load_prepared(cfg: Config) -> PreparedData:
     try:
         meta = json.loads((folder / "corpus.json").read_text())
         src_tok = Tokenizer((folder / "src.model").read_bytes())
-        tgt_tok = src_tok if cfg.tokenizer.joint else Tokenizer((folder / "tgt.model").read_bytes())
+        tgt_path = folder / "tgt.model"  # also with tokenizer.joint, where an imported model has two (vocab_file)
+        tgt_tok = Tokenizer(tgt_path.read_bytes()) if tgt_path.is_file() else src_tok
         dev_text = json.loads((folder / "dev.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RuntimeError) as e:  # unreadable, malformed JSON, a broken sentencepiece model
         raise DataError(f"{folder}: the prepared data is damaged ({str(e).splitlines()[0] if str(e) else e!r}); "
@@ -134,10 +135,13 @@ def _build(cfg: Config, folder: Path, log) -> None:
     has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
     dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
     corpora = training_corpora(cfg.data)
+    if cfg.tokenizer.vocab_file and not cfg.train.init_from:
+        raise DataError(f"tokenizer.vocab_file {cfg.tokenizer.vocab_file}: comes with an imported checkpoint "
+                        "(mt import); set train.init_from to it")
     src_tok, tgt_tok, pairs = _checkpoint_tokenizers(cfg, corpora, log) if cfg.train.init_from else \
         _train_tokenizers(cfg, corpora, log)
     (folder / "src.model").write_bytes(src_tok.model_proto)
-    if not cfg.tokenizer.joint:
+    if not cfg.tokenizer.joint or tgt_tok.model_proto != src_tok.model_proto:
         (folder / "tgt.model").write_bytes(tgt_tok.model_proto)
     counts, parts = {"empty": 0, "too_long": 0}, []
     with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \

@@ -19,6 +19,9 @@ class Tokenizer:
     def __init__(self, model_proto: bytes):
         self.model_proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        # PAD, BOS and EOS are left out of decoded text where they are control symbols: always, except in a
+        # renumbered model (`renumbered`), whose id BOS is a piece of its vocabulary.
+        self.dropped = {i for i in (PAD, BOS, EOS) if i < len(self) and self.sp.is_control(i)}
 
     def __len__(self) -> int:
         return self.sp.get_piece_size()
@@ -32,7 +35,7 @@ class Tokenizer:
         return None if i == UNK and piece != self.sp.id_to_piece(UNK) else i
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.sp.decode([i for i in ids if i not in (PAD, BOS, EOS)])
+        return self.sp.decode([i for i in ids if i not in self.dropped])
 
     def to_tensor(self) -> torch.Tensor:
         """The model as a uint8 tensor, so checkpoints hold only tensors (safe `weights_only` loading)."""
@@ -73,3 +76,40 @@ def _train_sentencepiece(sentences: Iterable[str], cfg: TokenizerConfig, symbols
         num_threads=2,
         minloglevel=2,
     )
+
+
+def renumbered(model_proto: bytes, vocabulary: Sequence[str], tags: Iterable[str] = ()) -> tuple[Tokenizer, int]:
+    """A vocabulary file in front of a sentencepiece model (Marian's vocab.json), made one sentencepiece model
+    whose ids are the positions in `vocabulary`, so that everything reading ids (`Tokenizer`, CTranslate2's
+    vocabularies, exported source.spm and target.spm) needs nothing else. `vocabulary` holds PAD's, UNK's and
+    EOS's pieces at those ids (mt.symbols); id BOS is an ordinary piece. Each piece the model has keeps its
+    score and type, so text is cut into the same pieces; the vocabulary's other pieces are UNUSED (never made by
+    encoding; the other side's pieces of a joint vocabulary), except `tags` (e.g. >>fra<<), made USER_DEFINED
+    (one piece wherever they are written). Returns the tokenizer and how many of the model's pieces the
+    vocabulary lacks: text is now cut around those (Hugging Face's MarianTokenizer makes them UNK)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    kind = pb.ModelProto.SentencePiece.Type
+    model = pb.ModelProto.FromString(model_proto)
+    own = {p.piece: p for p in model.pieces}
+    tags = set(tags)
+    special = {PAD: kind.CONTROL, UNK: kind.UNKNOWN, EOS: kind.CONTROL}
+    kept = []
+    for i, piece in enumerate(vocabulary):
+        mine = own.get(piece)
+        if i in special:
+            kept.append(pb.ModelProto.SentencePiece(piece=piece, score=0.0, type=special[i]))
+        elif mine is not None and mine.type not in (kind.CONTROL, kind.UNKNOWN):
+            kept.append(pb.ModelProto.SentencePiece(piece=piece, score=mine.score, type=mine.type))
+        else:
+            kept.append(pb.ModelProto.SentencePiece(piece=piece, score=0.0,
+                                                    type=kind.USER_DEFINED if piece in tags else kind.UNUSED))
+    known = set(vocabulary)
+    lacking = sum(1 for p in model.pieces if p.type == kind.NORMAL and p.piece not in known)
+    del model.pieces[:]
+    model.pieces.extend(kept)
+    spec = model.trainer_spec
+    spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id = PAD, UNK, -1, EOS
+    spec.pad_piece, spec.unk_piece, spec.eos_piece = vocabulary[PAD], vocabulary[UNK], vocabulary[EOS]
+    spec.vocab_size = len(vocabulary)
+    return Tokenizer(model.SerializeToString()), lacking

@@ -1,67 +1,37 @@
-"""Decoding backends: what searches a batch of encoded sources. Here the interface and mt's own model.
+"""mt's own model as a decoding backend (the protocol is in mt/decoding.py), and loading it from checkpoints.
 
-The front end (mt/decode.py) prepares lines (encoding, truncation, empty lines, length limits) once for every
-backend; a backend searches them in batches of at most `decode.batch_tokens` source tokens (`per_batch`,
-or refilled batches: mt/search.py). mt/ct2_backend.py is the other backend (an exported CTranslate2
-directory). A new backend is a class with `max_positions` and `search` and a loader that returns a
-`Translator`.
+The front end (mt/decode.py) turns lines into requests once for every backend; this backend hands each group of
+requests with the same settings to its search, fed by a scheduler (mt/scheduler.py). mt/ct2_backend.py is the
+other backend (an exported CTranslate2 directory). A new backend is a class with `max_positions`, `search` and
+`attention`, and a loader that returns a `Translator`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import torch
 
 from mt.alignment import cross_attention
-from mt.batching import pad_sequences, source_batch, token_batches
 from mt.checkpoint import load_checkpoint, translation_weights
-from mt.config import Config, DecodeConfig, config_from_dict
-from mt.constraints import constrained_beam_search
+from mt.config import config_from_dict
+from mt.constraints import ConstrainedBeamSearch
+from mt.decoding import Hypothesis, SentenceRequest, Translator
 from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.model import Transformer, build_model
 from mt.quantize import quantize_int8
 from mt.runtime import pick_device
-from mt.search import Hypothesis, Sampler, beam_search, greedy_search
+from mt.scheduler import Policy, Scheduler, Waiting
+from mt.search import BeamSearch, GreedySearch, Row, Sampler
 from mt.tokenizer import Tokenizer
-
-
-class Backend(Protocol):
-    max_positions: int  # target and source positions the model has (EOS included)
-
-    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int], prefixes: list[list[int]] | None = None,
-               constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
-        """Non-empty token-id sources (no EOS, none over max_positions - 2 tokens; searched in batches of at most
-        `opts.batch_tokens` source tokens, padding counted, beams not), each with its most target
-        tokens before EOS (max_len, (B,)), its input line number (`lines`, from 0) and, when given, the target
-        tokens its output starts with (`prefixes`, no longer than its max_len) -> the `nbest` best hypotheses of
-        each, best first (prefix included); with `opts.sampling`, `nbest` samples in the order drawn. With
-        `constraints`, each source's terms (target token ids) all appear in its hypotheses (mt/constraints.py)."""
-        ...
-
-    def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
-        """Per (source, target) pair, the cross-attention that aligns words (mt/alignment.py): (len(target),
-        len(source)), row j the step that predicted target token j."""
-        ...
-
-
-@dataclass
-class Translator:
-    """A backend with its tokenizers and the config it was trained with (its `decode` section: the defaults)."""
-
-    backend: Backend
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
-    cfg: Config
 
 
 @dataclass
 class ModelBackend:
-    """mt's Transformer: greedy search when one hypothesis of beam 1 is wanted (or samples), beam search otherwise.
+    """mt's Transformer: greedy search for one hypothesis of beam 1, sampling, beam search, or constrained beam
+    search, each request by its own settings; requests with the same settings share batches (mt/scheduler.py).
     `use_cache=False` recomputes every prefix at every step (the reference the KV cache is tested against)."""
 
     model: Transformer | Ensemble
@@ -71,89 +41,55 @@ class ModelBackend:
     def max_positions(self) -> int:
         return self.model.cfg.max_positions
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int], prefixes: list[list[int]] | None = None,
-               constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
-        if constraints is not None and any(constraints):
-            return self._constrained(sources, max_len, opts, nbest, lines, constraints)
-        if opts.sampling or (opts.beam_size == 1 and nbest == 1):
-            return self._greedy(sources, max_len, opts, nbest, lines, prefixes)
-
-        def beams(index: list[int]) -> list[list[Hypothesis]]:
-            src, src_mask = source_batch([sources[i] for i in index], self.device)
-            prefix = _prefix_tensor(None if prefixes is None else [prefixes[i] for i in index], self.device)
-            return beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
-                               max_len=max_len[index], nbest=nbest, use_cache=self.use_cache, prefix=prefix)
-        return per_batch(sources, opts.batch_tokens, beams)
-
-    def _greedy(self, sources, max_len: torch.Tensor, opts: DecodeConfig, nbest: int, lines, prefixes):
-        """Greedy search, or `nbest` samples per sentence (rows of their own, each drawing on its own), over all
-        the sentences: the search refills its own batch of `opts.batch_tokens` source tokens (samples, like
-        beams, not counted)."""
-        src, src_mask = source_batch(sources, self.device)
-        prefix = _prefix_tensor(prefixes, self.device)
-        if not opts.sampling:
-            return [[h] for h in greedy_search(self.model, src, src_mask, max_len=max_len, alpha=opts.alpha,
-                                               use_cache=self.use_cache, prefix=prefix, batch_tokens=opts.batch_tokens)]
-
-        def repeat(t):
-            return None if t is None else t.repeat_interleave(nbest, 0)
-        hyps = greedy_search(self.model, repeat(src), repeat(src_mask), max_len=repeat(max_len), alpha=opts.alpha,
-                             use_cache=self.use_cache, sampler=Sampler(opts, lines, nbest), prefix=repeat(prefix),
-                             batch_tokens=opts.batch_tokens * nbest)
-        return [hyps[i:i + nbest] for i in range(0, len(hyps), nbest)]
-
-    def _constrained(self, sources, max_len, opts: DecodeConfig, nbest: int, lines, constraints):
-        """Sentences with terms through constrained beam search; those without, as without the option."""
-        if opts.sampling:
-            raise MtError("constraints need beam search; they do not combine with sampling")
-        with_terms = [i for i, terms in enumerate(constraints) if terms]
-        others = [i for i, terms in enumerate(constraints) if not terms]
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        if others:
-            found = self.search([sources[i] for i in others], max_len[others], opts, nbest, [lines[i] for i in others])
-            for i, hyps in zip(others, found):
-                results[i] = hyps
-
-        term_sources, term_max_len = [sources[i] for i in with_terms], max_len[with_terms]
-        term_constraints = [constraints[i] for i in with_terms]
-
-        def constrained(index: list[int]) -> list[list[Hypothesis]]:
-            src, src_mask = source_batch([term_sources[i] for i in index], self.device)
-            return constrained_beam_search(self.model, src, src_mask, beam_size=opts.beam_size, alpha=opts.alpha,
-                                           max_len=term_max_len[index], nbest=nbest,
-                                           constraints=[term_constraints[i] for i in index], use_cache=self.use_cache)
-        found = per_batch(term_sources, opts.batch_tokens, constrained)
-        for i, hyps in zip(with_terms, found):
-            results[i] = hyps
+    def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
+        groups: dict[tuple, list[int]] = {}
+        for i, request in enumerate(requests):
+            groups.setdefault(request.group, []).append(i)
+        results: list[list[Hypothesis]] = [[] for _ in requests]
+        for index in groups.values():
+            scheduler, rows = self.scheduler([requests[i] for i in index])
+            found = dict(scheduler.run())
+            for k, i in enumerate(index):  # a request's rows (its samples) in the order drawn
+                results[i] = [h for row in range(k * rows, k * rows + rows) for h in found[row]]
         return results
+
+    def scheduler(self, requests: list[SentenceRequest]) -> tuple[Scheduler, int]:
+        """A scheduler with every request submitted, of the search the requests share, and its rows per request
+        (ids: request i's rows are i * rows ... i * rows + rows - 1)."""
+        first = requests[0]
+        search, policy, rows = self.new_search(first)
+        if isinstance(search, GreedySearch):  # a row per sample
+            items = [Waiting(i * rows + j, Row(r, j), len(r.source) + 1) for i, r in enumerate(requests)
+                     for j in range(rows)]
+        else:
+            items = [Waiting(i, r, len(r.source) + 1) for i, r in enumerate(requests)]
+        scheduler = Scheduler(search, policy)
+        if isinstance(search, GreedySearch):
+            search.capacity = max(r.max_len for r in requests) + 1
+        scheduler.submit(items)
+        return scheduler, rows
+
+    def new_search(self, request: SentenceRequest, join_running: bool = False):
+        """The search of `request`'s group, the policy that feeds it and its rows per request. Greedy search and
+        sampling refill their batch; beam search refills it only when asked (`join_running`, for sentences that
+        arrive while it decodes), else decodes static batches."""
+        opts, budget = request.opts, request.opts.batch_tokens
+        if request.search in ("greedy", "sampling"):
+            sampler = Sampler(opts) if request.search == "sampling" else None
+            rows = request.nbest if sampler is not None else 1
+            policy = Policy.refilling(budget * rows) if self.use_cache else Policy.static(budget * rows)
+            return GreedySearch(self.model, self.use_cache, sampler), policy, rows
+        if request.search == "constrained":
+            search = ConstrainedBeamSearch(self.model, opts.beam_size, request.nbest, opts.alpha, self.use_cache)
+            return search, Policy.static(budget), 1
+        search = BeamSearch(self.model, opts.beam_size, request.nbest, opts.alpha, self.use_cache)
+        return search, Policy.refilling(budget) if join_running and self.use_cache else Policy.static(budget), 1
 
     def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
         """An ensemble's attention is the mean of its models'."""
         models = list(self.model.models) if isinstance(self.model, Ensemble) else [self.model]
         each = [cross_attention(model, sources, targets) for model in models]
         return [sum(per_model) / len(models) for per_model in zip(*each)]
-
-
-def per_batch(sources: list[list[int]], batch_tokens: int, search) -> list:
-    """`search(index)` of every length-sorted batch of `sources` with at most `batch_tokens` source tokens
-    (EOS and padding counted), its results put back in input order."""
-    results: list = [None] * len(sources)
-    for index in token_batches([len(s) + 1 for s in sources], batch_tokens):
-        for i, found in zip(index, search(index)):
-            results[i] = found
-    return results
-
-
-def _prefix_tensor(prefixes: list[list[int]] | None, device) -> torch.Tensor | None:
-    """Target prefixes as (B, longest) token ids, -1 after each; None when no sentence has one."""
-    if not prefixes or not any(prefixes):
-        return None
-    return pad_sequences([torch.tensor(p, dtype=torch.long) for p in prefixes], padding_value=-1).to(device)
 
 
 def load_model_translator(path: str | Path, device: str = "auto", quantize: str | None = None,

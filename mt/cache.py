@@ -14,9 +14,10 @@ and earlier position, the slot its ancestor wrote that position into, and each r
 The G rows of a sentence attend together, as G queries of one row (`group_rows`), so a sentence's keys are read
 once per step, not once per beam.
 
-Joining (G = 1): greedy search refills its batch as sentences end (`DecoderCache.join`). A row that joins at
-cache position p writes its keys from p on and attends to positions p and later only (`start`); its own
-positions count from 0 (`offset`). Positions no live row can see are dropped at the next join.
+Joining: a search takes new sentences while others decode (`DecoderCache.join`: greedy search refilling its
+batch, a server's late requests joining a running beam search). A sentence that joins at cache position p
+writes its keys from p on and attends to positions p and later only (`start`); its own positions count from 0
+(`offset`). Positions no live sentence can see are dropped at the next join.
 """
 
 from __future__ import annotations
@@ -54,8 +55,12 @@ class DecoderCache:
 
     @property
     def offset(self) -> int | torch.Tensor:
-        """Each row's own position of the step's first new token: `length`, or (B,) when rows joined later."""
-        return self.length if self.start is None else self.length - self.start
+        """Each row's own position of the step's first new token: `length`, or (B*G,) when sentences joined
+        later."""
+        if self.start is None:
+            return self.length
+        own = self.length - self.start
+        return own if self.group == 1 else own.repeat_interleave(self.group)
 
     def begin_step(self, positions: int, batch: int, device) -> None:
         """Start a step that feeds `positions` new positions to each row of `batch` sentences.
@@ -70,13 +75,17 @@ class DecoderCache:
                              "per step")
         self.step_positions = positions
         self.step_mask = None
-        if self.start is not None:  # a row sees its own positions only: from its start on
-            visible = torch.arange(self.length + 1, device=device) >= self.start[:, None]
-            self.step_mask = visible[:, None, None, :]  # (B, 1, 1, length+1)
-        elif self.group > 1:
+        visible = None
+        if self.start is not None:  # a sentence sees its own positions only: from its start on
+            visible = torch.arange(self.length + 1, device=device) >= self.start[:, None]  # (B, length+1)
+        if self.group > 1:
             slots = torch.arange(self.group, device=device)
             seen = self._ancestry(batch, self.length + 1, device)[:, :, :self.length + 1, None] == slots
+            if visible is not None:
+                seen = seen & visible[:, None, :, None]
             self.step_mask = seen.flatten(2)[:, None]  # (B, G, length+1, G) -> (B, 1, G, (length+1)*G)
+        elif visible is not None:
+            self.step_mask = visible[:, None, None, :]  # (B, 1, 1, length+1)
 
     def advance(self, parents: torch.Tensor | None = None) -> None:
         """End the step: its positions join the cache. With `parents` (B, G), row g of sentence b continues row
@@ -97,20 +106,24 @@ class DecoderCache:
         if self.start is not None:
             self.start = self.start.index_select(0, sentences.rows)
 
-    def join(self, rows: int, device) -> None:
-        """`rows` new rows (G = 1) join after the others; they start at the next step, and the step's memory
-        and source mask end with theirs (their source keys and values are projected then). Positions before
-        the first start of any row are dropped: none can see them (finding them reads one number from the
-        device, once per join)."""
-        if self.group > 1:
-            raise ValueError("only a cache of one row per sentence can be joined")
+    def join(self, sentences: int, device) -> None:
+        """`sentences` new sentences (G rows each) join after the others; they start at the next step, and the
+        step's memory and source mask end with theirs (their source keys and values are projected then).
+        Positions before the first start of any sentence are dropped: none can see them (finding them reads one
+        number from the device, once per join)."""
         start = self.start if self.start is not None else torch.zeros(self._rows(), dtype=torch.long, device=device)
         drop = int(start.min()) if start.numel() else self.length
         for layer in self.layers:
-            layer.join(rows, drop, self.length)
+            layer.join(sentences, drop, self.length)
+        if self.ancestry is not None:  # positions shift by `drop`; the new sentences' rows read their own slots
+            kept_positions = self.ancestry[:, :, drop:]
+            own = torch.arange(self.group, device=device)[None, :, None]
+            tail = own.expand(kept_positions.size(0), -1, drop)
+            self.ancestry = torch.cat([torch.cat([kept_positions, tail], dim=2),
+                                       own.expand(sentences, -1, self.ancestry.size(2))])
         self.length -= drop
-        self.start = torch.cat([start - drop, torch.full((rows,), self.length, dtype=torch.long, device=device)])
-        self.joined = rows
+        self.start = torch.cat([start - drop, torch.full((sentences,), self.length, dtype=torch.long, device=device)])
+        self.joined = sentences
 
     def _rows(self) -> int:
         keys = self.layers[0].k if self.layers else None

@@ -14,7 +14,8 @@ any order. Per row the search tracks which terms are met, and the term it is ins
   hypothesis (finished or live) ends whatever it has, so every line gets an output; the front end lengthens
   the limit of a constrained line by its term tokens, so this is rare.
 
-Finishing (K finished hypotheses, or the length limit) and scoring are those of mt.search.beam_search.
+Finishing (K finished hypotheses, or the length limit) and scoring are those of mt.search.BeamSearch, which
+`ConstrainedBeamSearch` extends: the candidates of a step and which of them live on are its own.
 """
 
 from __future__ import annotations
@@ -24,19 +25,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from mt.model import Transformer
-from mt.search import (  # beam search's bookkeeping, shared
-    Finished,
-    Hypothesis,
-    advance_beams,
-    collect_finished,
-    decoder_input,
-    compacted,
-    length_penalty,
-    next_token_logits,
-    start_beams,
-    top_k,
-)
+from mt.decoding import SentenceRequest
+from mt.search import BeamSearch, Candidates, top_k
 from mt.symbols import EOS
 
 
@@ -110,74 +100,67 @@ def _allocate(score: torch.Tensor, bank: torch.Tensor, usable: torch.Tensor, k: 
     return order.gather(1, turn.argsort(dim=1, stable=True)[:, :k])
 
 
-@torch.no_grad()
-def constrained_beam_search(model: Transformer, src, src_mask, *, beam_size: int, alpha: float,
-                            max_len: torch.Tensor, constraints: list[list[list[int]]], nbest: int = 1,
-                            use_cache: bool = True) -> list[list[Hypothesis]]:
-    """src (B, S), src_mask (B, 1, 1, S), max_len (B,), each sentence's terms (lists of target token ids) -> the
-    `nbest` best hypotheses per sentence that contain every term of it (see the module docstring)."""
-    k, batch, device = beam_size, src.size(0), src.device
-    max_len = max_len.to(device)
-    steps = int(max_len.max()) + 1
-    terms = _Terms.of(constraints, device)
-    banks = int(terms.lengths.sum(1).max()) + 1
-    beams, finished = start_beams(model, src, src_mask, k, steps, nbest, use_cache)
-    no_term = (terms.lengths == 0).repeat_interleave(k, 0)
-    progress = _Progress(no_term, torch.full((batch * k,), -1, device=device),
-                         torch.zeros(batch * k, dtype=torch.long, device=device))
-    for step in range(steps):
-        n = beams.sentence.size(0)
-        sentence_of_row = beams.sentence.repeat_interleave(k)
-        row_terms, row_lengths = terms.tokens[sentence_of_row], terms.lengths[sentence_of_row]
-        log_probs = next_token_logits(model, beams.memory, beams.src_mask, decoder_input(beams.tokens, step, use_cache),
-                                       beams.cache).float().log_softmax(-1)
-        anyway = _ending_anyway(progress, beams.score, finished, beams.sentence, max_len, step, k)
-        log_probs = _may_end(log_probs, progress, anyway, beams.sentence, max_len, step, k)
-        tokens, token_log_probs = _candidates(log_probs, progress, row_terms, k)
-        after = _after(progress, tokens, row_terms, row_lengths)
+class ConstrainedBeamSearch(BeamSearch):
+    """Beam search whose hypotheses contain every term of their sentence (see the module docstring). Sentences
+    join an idle search only: the banks are counted over the sentences that start together."""
+
+    def join(self, parts: list[list[tuple[int, SentenceRequest]]]) -> None:
+        if self.sentences:
+            raise ValueError("constrained beam search takes sentences into an idle search only")
+        super().join(parts)
+        device, k = self.memory.device, self.k
+        self.terms = _Terms.of([[list(t) for t in r.terms] for part in parts for _, r in part], device)
+        self.banks = int(self.terms.lengths.sum(1).max()) + 1
+        rows = self.sentences * k
+        self.progress = _Progress((self.terms.lengths == 0).repeat_interleave(k, 0),
+                                  torch.full((rows,), -1, device=device), torch.zeros(rows, dtype=torch.long,
+                                                                                       device=device))
+
+    def step(self):
+        k, n = self.k, self.sentences
+        row_terms, row_lengths = (t.repeat_interleave(k, 0) for t in (self.terms.tokens, self.terms.lengths))
+        at_limit = self.max_len <= self.step_number
+        anyway = self._ending_anyway(at_limit)
+        log_probs = self._may_end(self._log_probs(), anyway, at_limit)
+        tokens, token_log_probs = _candidates(log_probs, self.progress, row_terms, k)
+        after = _after(self.progress, tokens, row_terms, row_lengths)
         c = tokens.size(1)
-        score = (beams.score[:, None] + token_log_probs).view(n, k * c)
+        score = (self.score[:, None] + token_log_probs).view(n, k * c)
         tokens, bank = tokens.view(n, k * c), after.bank(row_lengths[:, None, :]).view(n, k * c)
-        beam_of = torch.arange(k, device=device).repeat_interleave(c).expand(n, -1)
-        # As in beam_search, EOS candidates among the K best finish; here the K best of those that met every term.
-        complete = (bank == terms.lengths.sum(1)[beams.sentence, None]) | anyway[:, None]
+        beam_of = torch.arange(k, device=tokens.device).repeat_interleave(c).expand(n, -1)
+        # As in beam search, EOS candidates among the K best finish; here the K best of those that met every term.
+        complete = (bank == self.terms.lengths.sum(1)[:, None]) | anyway[:, None]
         best_complete = score.masked_fill(~complete, float("-inf")).topk(k, dim=1).indices
         ends = (tokens == EOS) & torch.isfinite(score)
-        collect_finished(finished, beams, score.gather(1, best_complete), beam_of.gather(1, best_complete),
-                          tokens.gather(1, best_complete).masked_fill(~ends.gather(1, best_complete), -1), k,
-                          length_penalty(step + 1, alpha))
-        live = _allocate(score, bank, ~ends, k, banks)  # (N, K) candidate indices
-        done = (max_len[beams.sentence] <= step) | torch.isfinite(finished.score[beams.sentence, k - 1])
-        n_going = int((~done).sum())
-        if n_going == 0:
-            break
-        chosen_rows = (torch.arange(n, device=device)[:, None] * k * c + live).view(-1)  # in (N*K*C) order
-        progress = _Progress(after.met.flatten(0, 1)[chosen_rows], after.inside.flatten()[chosen_rows],
-                             after.done_tokens.flatten()[chosen_rows])
-        if n_going < n:
-            progress = progress.rows((compacted(~done, n_going)[:, None] * k + torch.arange(k, device=device)).view(-1))
-        beams = advance_beams(beams, score.gather(1, live), beam_of.gather(1, live), tokens.gather(1, live), ~done,
-                               n_going, k, step)
-    return finished.hypotheses(nbest)
+        first = Candidates(score, beam_of, tokens.masked_fill(~ends, -1)).gather(best_complete)
+        self._collect_finished(first)
+        live = _allocate(score, bank, ~ends, k, self.banks)  # (N, K) candidate indices
+        done = at_limit | torch.isfinite(self.finished.score[:, k - 1])
+        chosen_rows = (torch.arange(n, device=tokens.device)[:, None] * k * c + live).view(-1)  # in (N*K*C) order
+        self.progress = _Progress(after.met.flatten(0, 1)[chosen_rows], after.inside.flatten()[chosen_rows],
+                                  after.done_tokens.flatten()[chosen_rows])
+        return self._advance(Candidates(score, beam_of, tokens).gather(live), done)
 
+    def _keep_sentences(self, keep) -> None:
+        index, k = keep.rows, self.k
+        self.progress = self.progress.rows((index[:, None] * k + torch.arange(k, device=index.device)).view(-1))
+        self.terms = _Terms(self.terms.tokens[index], self.terms.lengths[index])
+        super()._keep_sentences(keep)
 
-def _ending_anyway(progress: _Progress, row_score, finished: Finished, sentence, max_len, step: int,
-                   k: int) -> torch.Tensor:
-    """(N,) sentences at their length limit with no finished hypothesis and no live one that met every term:
-    they end with terms unmet, so that every line gets an output."""
-    met_all = (progress.met.all(1) & torch.isfinite(row_score)).view(-1, k).any(1)
-    return (max_len[sentence] <= step) & ~torch.isfinite(finished.score[sentence, 0]) & ~met_all
+    def _ending_anyway(self, at_limit: torch.Tensor) -> torch.Tensor:
+        """(N,) sentences at their length limit with no finished hypothesis and no live one that met every term:
+        they end with terms unmet, so that every line gets an output."""
+        met_all = (self.progress.met.all(1) & torch.isfinite(self.score)).view(-1, self.k).any(1)
+        return at_limit & ~torch.isfinite(self.finished.score[:, 0]) & ~met_all
 
-
-def _may_end(log_probs, progress: _Progress, anyway: torch.Tensor, sentence, max_len, step: int, k: int):
-    """EOS only for rows that met every term (all rows of the sentences in `anyway`); at the length limit a row
-    may only end."""
-    at_limit = (max_len[sentence] <= step).repeat_interleave(k)
-    may_end = progress.met.all(1) | anyway.repeat_interleave(k)
-    eos = log_probs[:, EOS].masked_fill(~may_end, float("-inf"))
-    log_probs = log_probs.masked_fill(at_limit[:, None], float("-inf"))
-    log_probs[:, EOS] = eos
-    return log_probs
+    def _may_end(self, log_probs: torch.Tensor, anyway: torch.Tensor, at_limit: torch.Tensor) -> torch.Tensor:
+        """EOS only for rows that met every term (all rows of the sentences in `anyway`); at the length limit a
+        row may only end."""
+        may_end = self.progress.met.all(1) | anyway.repeat_interleave(self.k)
+        eos = log_probs[:, EOS].masked_fill(~may_end, float("-inf"))
+        log_probs = log_probs.masked_fill(at_limit.repeat_interleave(self.k)[:, None], float("-inf"))
+        log_probs[:, EOS] = eos
+        return log_probs
 
 
 def _candidates(log_probs, progress: _Progress, terms: torch.Tensor, k: int):

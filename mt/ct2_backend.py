@@ -13,10 +13,10 @@ from pathlib import Path
 import torch
 import yaml
 
-from mt.backend import Translator, per_batch
 from mt.config import DecodeConfig, config_from_dict
+from mt.decoding import Hypothesis, SentenceRequest, Translator, length_penalty
 from mt.errors import MtError
-from mt.search import Hypothesis, length_penalty
+from mt.scheduler import in_static_batches
 from mt.tokenizer import Tokenizer
 
 MARKER = "mt.yaml"  # the file that tells an exported directory from any other
@@ -96,36 +96,46 @@ class Ct2Backend:
         self.translator, self.max_positions = translator, max_positions
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
-    def search(self, sources: list[list[int]], max_len: torch.Tensor, opts: DecodeConfig, nbest: int,
-               lines: list[int], prefixes: list[list[int]] | None = None,
-               constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
-        if constraints is not None and any(constraints):
+    def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
+        """Requests with the same settings in static batches (mt/scheduler.py), each batch one call."""
+        if any(r.terms for r in requests):
             raise MtError("constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
                           "constrained search)")
-        return per_batch(sources, opts.batch_tokens, lambda index: self._batch(
-            [sources[i] for i in index], max_len[index], opts, nbest, [prefixes[i] for i in index] if prefixes else None))
+        groups: dict[tuple, list[int]] = {}
+        for i, request in enumerate(requests):
+            groups.setdefault(request.group, []).append(i)
+        results: list[list[Hypothesis]] = [[] for _ in requests]
+        for index in groups.values():
+            group = [requests[i] for i in index]
+            found = in_static_batches([len(r.source) + 1 for r in group], group[0].opts.batch_tokens,
+                                      lambda batch: self._batch([group[i] for i in batch]))
+            for i, hyps in zip(index, found):
+                results[i] = hyps
+        return results
 
-    def _batch(self, sources, max_len: torch.Tensor, opts: DecodeConfig, nbest: int, prefixes):
-        if prefixes is not None and not any(prefixes):
-            prefixes = None
-        if prefixes is not None and not all(prefixes):
+    def _batch(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
+        prefixed = [i for i, r in enumerate(requests) if r.prefix]
+        if prefixed and len(prefixed) < len(requests):
             # A call with target prefixes decodes every row of it another way, those without one too (a tiny
             # model's line came out "s" beside a prefixed line and "" alone): rows without one get a call of
             # their own, so a line's output does not depend on whether others have prefixes.
-            prefixed = [i for i, p in enumerate(prefixes) if p]
-            plain = [i for i, p in enumerate(prefixes) if not p]
-            hyps = [None] * len(sources)
-            for group, group_prefixes in ((prefixed, [prefixes[i] for i in prefixed]), (plain, None)):
-                found = self._batch([sources[i] for i in group], max_len[group], opts, nbest, group_prefixes)
-                for i, h in zip(group, found):
+            plain = [i for i, r in enumerate(requests) if not r.prefix]
+            hyps = [None] * len(requests)
+            for group in (prefixed, plain):
+                for i, h in zip(group, self._batch([requests[i] for i in group])):
                     hyps[i] = h
             return hyps
+        first = requests[0]
+        opts, nbest = first.opts, first.nbest
+        sources = [list(r.source) for r in requests]
+        max_len = [r.max_len for r in requests]
+        prefixes = [list(r.prefix) for r in requests] if prefixed else None
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
         target_prefix = [[self.tgt_sp.id_to_piece(t) for t in p] for p in prefixes] if prefixes else None
         if opts.sampling:
-            hyps = self._samples(pieces, max_len.tolist(), opts, nbest, target_prefix)
+            hyps = self._samples(pieces, max_len, opts, nbest, target_prefix)
         else:
-            hyps = self._search(pieces, max_len.tolist(), opts, nbest, target_prefix)
+            hyps = self._search(pieces, max_len, opts, nbest, target_prefix)
         return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)
                  for tokens, score, log_prob in per_source] for per_source in hyps]
 

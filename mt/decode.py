@@ -10,40 +10,17 @@ only defaults.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-from mt.backend import Backend, Translator, load_ensemble_translator, load_model_translator, per_batch
 from mt.alignment import word_alignment
 from mt.config import DecodeConfig
-from mt.errors import MtError
-from mt.ct2_backend import load_ct2_translator
-from mt.search import Hypothesis, max_output_lengths
+from mt.decoding import Backend, Hypothesis, SentenceRequest, Translator, max_output_lengths
+from mt.scheduler import in_static_batches
 
-
-
-def load_translator(path: str | Path | list[str | Path], device: str = "auto", quantize: str | None = None,
-                    raw_weights: bool = False) -> Translator:
-    """A checkpoint file (mt's model), a directory written by `mt export` (CTranslate2), or a list of
-    checkpoints (an ensemble), as a Translator. `quantize="int8"` decodes with int8 weights: mt's dynamic
-    quantization (CPU only), or CTranslate2's. `raw_weights`: a checkpoint's last-update weights, not its
-    averaged ones (an export holds one set)."""
-    if isinstance(path, (list, tuple)):
-        if len(path) > 1:
-            for p in path:
-                if Path(p).is_dir():
-                    raise MtError(f"{p}: an exported directory cannot join an ensemble (CTranslate2 decodes one "
-                                  "model); give checkpoints")
-            return load_ensemble_translator(list(path), device, quantize, raw_weights)
-        path = path[0]
-    if Path(path).is_dir():
-        if raw_weights:
-            raise MtError(f"{path}: --raw-weights needs a checkpoint; an exported directory holds one set of weights")
-        return load_ct2_translator(path, device, quantize)
-    return load_model_translator(path, device, quantize, raw_weights)
 
 
 class Translation(NamedTuple):
@@ -54,77 +31,93 @@ class Translation(NamedTuple):
     alignment: str | None = None  # Moses-format word alignment (mt/alignment.py), when asked for
 
 
-def translate_ids(backend: Backend, sources: list[list[int]], opts: DecodeConfig, *, nbest: int = 1,
-                  on_truncate=None, first_line: int = 0, prefixes: list[list[int]] | None = None,
-                  constraints: list[list[list[int]]] | None = None, attention: bool = False) -> list[list[Hypothesis]]:
-    """Hypotheses of token-id sentences (no EOS), in input order: `nbest` per sentence (beam size at least
-    `nbest`; with opts.sampling, `nbest` samples), one empty hypothesis for an empty sentence. Sources too long
-    for the model's positions are cut, calling `on_truncate(index, length, kept)` for each (and
-    `on_truncate(index, length, room, part)` for a target prefix cut to fit, or constraint terms that cannot all
-    fit the length limit, `part` naming which). Sentence i is input
-    line `first_line + i` (from 0), which with opts.seed decides what sampling draws for it. `prefixes[i]`
-    (target token ids, maybe empty) starts sentence i's output; its length limit grows to hold it; so it does
-    for `constraints[i]`, terms (target token ids) that must all appear in sentence i's output. With
+@dataclass(frozen=True)
+class LineIds:
+    """An input line, encoded: its source, and what it asks of its output (target token ids)."""
+
+    source: list[int]
+    line: int = 0  # its input line number from 0 (with opts.seed, what sampling draws for it)
+    prefix: list[int] = field(default_factory=list)  # the tokens its output starts with
+    terms: list[list[int]] = field(default_factory=list)  # token sequences its output must contain
+
+
+@dataclass(frozen=True)
+class LineText:
+    """An input line as text: its source, and what it asks of its output."""
+
+    source: str
+    line: int = 0
+    prefix: str = ""
+    terms: tuple[str, ...] = ()
+
+
+def sentence_requests(lines: list[LineIds], opts: DecodeConfig, nbest: int, max_positions: int,
+                      on_truncate=None) -> list[SentenceRequest | None]:
+    """A request per line (None for an empty one, which is not decoded). A source too long for the model's
+    positions is cut (`on_truncate(index, length, kept)`); a prefix too, and terms that cannot all fit are
+    reported (`on_truncate(index, length, room, part)`). A line's length limit is a * source length + b, grown
+    to hold its prefix, and by its terms' tokens."""
+    limit = max_positions - 1
+    keep = limit - 1  # room for EOS
+    lengths = [min(len(line.source), keep) for line in lines]
+    limits = max_output_lengths(torch.tensor(lengths), opts.max_len_a, opts.max_len_b, limit).tolist()
+    requests: list[SentenceRequest | None] = []
+    for i, (line, max_len) in enumerate(zip(lines, limits)):
+        if len(line.source) > keep and on_truncate is not None:
+            on_truncate(i, len(line.source), keep)
+        source = tuple(line.source[:keep])
+        if not source:
+            requests.append(None)
+            continue
+        prefix = tuple(line.prefix[:limit - 1])
+        _report_cut(on_truncate, i, len(line.prefix), limit - 1, "target prefix")
+        term_tokens = sum(map(len, line.terms))
+        _report_cut(on_truncate, i, term_tokens, limit, "constraint terms")
+        max_len = min(max(max_len, len(prefix)) + term_tokens, limit) if line.terms else max(max_len, len(prefix))
+        requests.append(SentenceRequest(source, max_len, opts, line.line, nbest, prefix,
+                                        tuple(tuple(t) for t in line.terms)))
+    return requests
+
+
+def _report_cut(on_truncate, index: int, length: int, room: int, part: str) -> None:
+    if on_truncate is not None and length > room:
+        on_truncate(index, length, room, part)
+
+
+def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *, nbest: int = 1,
+                  on_truncate=None, attention: bool = False) -> list[list[Hypothesis]]:
+    """Hypotheses of encoded lines, in input order: `nbest` per line (beam size at least `nbest`; with
+    opts.sampling, `nbest` samples), one empty hypothesis for an empty line (see `sentence_requests`). With
     `attention`, each hypothesis carries its cross-attention over the source (`Backend.attention`)."""
     if not opts.sampling:
         opts = replace(opts, beam_size=max(opts.beam_size, nbest))
-    limit = backend.max_positions - 1
-    keep = limit - 1  # room for EOS
-    if on_truncate is not None:
-        for i, s in enumerate(sources):
-            if len(s) > keep:
-                on_truncate(i, len(s), keep)
-    sources = [s[:keep] for s in sources]
-    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in sources]
-    todo = [i for i, s in enumerate(sources) if s]
+    requests = sentence_requests(lines, opts, nbest, backend.max_positions, on_truncate)
+    todo = [i for i, r in enumerate(requests) if r is not None]
+    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in requests]
     if not todo:
         return results
-    max_len = max_output_lengths(torch.tensor([len(sources[i]) for i in todo]), opts.max_len_a, opts.max_len_b, limit)
-    todo_prefixes = None
-    if prefixes is not None:
-        todo_prefixes = [prefixes[i][:limit - 1] for i in todo]
-        _report_cut(on_truncate, todo, [len(prefixes[i]) for i in todo], limit - 1, "target prefix")
-        max_len = torch.maximum(max_len, torch.tensor([len(p) for p in todo_prefixes]))
-    todo_terms = None
-    if constraints is not None:
-        todo_terms = [constraints[i] for i in todo]
-        term_tokens = [sum(map(len, terms)) for terms in todo_terms]
-        _report_cut(on_truncate, todo, term_tokens, limit, "constraint terms")
-        max_len = (max_len + torch.tensor(term_tokens)).clamp(max=limit)
-    found = backend.search([sources[i] for i in todo], max_len, opts, nbest, [first_line + i for i in todo],
-                           todo_prefixes, todo_terms)
-    for i, hyps in zip(todo, found):
+    for i, hyps in zip(todo, backend.search([requests[i] for i in todo])):
         results[i] = hyps
     if attention:
-        pairs = [(sources[i], h) for i in todo for h in results[i]]
-        per_pair = per_batch([s for s, _ in pairs], opts.batch_tokens, lambda index: backend.attention(
+        pairs = [(list(requests[i].source), h) for i in todo for h in results[i]]
+        per_pair = in_static_batches([len(s) + 1 for s, _ in pairs], opts.batch_tokens, lambda index: backend.attention(
             [pairs[j][0] for j in index], [pairs[j][1].tokens for j in index]))
         for (_, h), weights in zip(pairs, per_pair):
             h.attention = weights
     return results
 
 
-def _report_cut(on_truncate, index: list[int], lengths: list[int], room: int, part: str) -> None:
-    """on_truncate(i, length, room, part) for each sentence whose `part` is longer than `room` tokens."""
-    if on_truncate is not None:
-        for i, length in zip(index, lengths):
-            if length > room:
-                on_truncate(i, length, room, part)
-
-
-def translate_lines(tr: Translator, lines: list[str], opts: DecodeConfig, *, nbest: int = 1,
-                    on_truncate=None, first_line: int = 0, prefixes: list[str] | None = None,
-                    constraints: list[list[str]] | None = None, alignment: bool = False) -> list[list[Translation]]:
-    """Detokenized hypotheses per input line, each starting with its target prefix when `prefixes` gives one
-    (text; "" for none), containing its terms when `constraints` gives some, with its word alignment when
-    `alignment`; see `translate_ids`."""
-    prefix_ids = tr.tgt_tokenizer.encode(prefixes) if prefixes is not None else None
-    term_ids = None
-    if constraints is not None:
-        term_ids = [[t for t in tr.tgt_tokenizer.encode(terms) if t] for terms in constraints]
-    sources = tr.src_tokenizer.encode(lines)
-    hyps = translate_ids(tr.backend, sources, opts, nbest=nbest, on_truncate=on_truncate, first_line=first_line,
-                         prefixes=prefix_ids, constraints=term_ids, attention=alignment)
+def translate_lines(tr: Translator, lines: list[str | LineText], opts: DecodeConfig, *, nbest: int = 1,
+                    on_truncate=None, alignment: bool = False) -> list[list[Translation]]:
+    """Detokenized hypotheses per input line (a plain string is line number its index), each starting with its
+    target prefix, containing its terms, with its word alignment when `alignment`; see `translate_ids`."""
+    texts = [line if isinstance(line, LineText) else LineText(line, i) for i, line in enumerate(lines)]
+    sources = tr.src_tokenizer.encode([t.source for t in texts])
+    prefixes = tr.tgt_tokenizer.encode([t.prefix for t in texts]) if any(t.prefix for t in texts) else None
+    encoded = [LineIds(source, t.line, prefixes[i] if prefixes else [],
+                       [ids for ids in tr.tgt_tokenizer.encode(list(t.terms)) if ids] if t.terms else [])
+               for i, (source, t) in enumerate(zip(sources, texts))]
+    hyps = translate_ids(tr.backend, encoded, opts, nbest=nbest, on_truncate=on_truncate, attention=alignment)
     return [[Translation(tr.tgt_tokenizer.decode(h.tokens), h.score, _alignment(tr, source, h) if alignment else None)
              for h in per_line] for source, per_line in zip(sources, hyps)]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mt.backend import Translator
-from mt.decode import translate_ids
+from mt.decoding import Translator
+from mt.decode import LineIds, translate_ids
 from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
 from mt.model import kept_attention_weights, sinusoidal_positions
@@ -76,7 +76,7 @@ def attention_maps(tr: Translator, text: str, target: str | None = None) -> Atte
         raise MtError(f"--text has {len(src_ids)} tokens plus EOS, more than the model's {limit} positions")
     if target is None:
         greedy = replace(tr.cfg.decode, beam_size=1, batch_tokens=limit)
-        tgt_ids = translate_ids(tr.backend, [src_ids], greedy)[0][0].tokens
+        tgt_ids = translate_ids(tr.backend, [LineIds(src_ids)], greedy)[0][0].tokens
     else:
         tgt_ids = tr.tgt_tokenizer.encode([target.strip()])[0]
         if len(tgt_ids) + 1 > limit:

@@ -21,9 +21,9 @@ from typing import IO
 
 import torch
 
-from mt.backend import Translator
+from mt.decoding import Translator
 from mt.config import DecodeConfig, check_decode
-from mt.decode import Translation, translate_lines
+from mt.decode import LineText, Translation, translate_lines
 from mt.errors import MtError
 from mt.files import atomic_write
 
@@ -69,16 +69,20 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
             warn(f"warning: input line {first_number + i}: {part} of {length} tokens do not fit the model's "
                  f"{kept} output positions; the output may miss some")
 
-    prefixes = terms = None
+    texts = [line_text(line, first_number - 1 + i, fmt) for i, line in enumerate(lines)]
+    return translate_lines(tr, texts, opts, nbest=fmt.nbest or 1, on_truncate=truncated, alignment=fmt.alignment)
+
+
+def line_text(line: str, number: int, fmt: LineFormat) -> LineText:
+    """An input line read as `fmt` says: `source`, `source<TAB>target prefix` (no tab: no prefix) or
+    `source<TAB>term<TAB>term...`; `number` counts from 0."""
     if fmt.prefix:
-        split = [line.partition("\t") for line in lines]
-        lines, prefixes = [s for s, _, _ in split], [p.strip() for _, _, p in split]
+        source, _, prefix = line.partition("\t")
+        return LineText(source.strip(), number, prefix=prefix.strip())
     if fmt.constraints:
-        fields = [line.split("\t") for line in lines]
-        lines, terms = [f[0] for f in fields], [[t.strip() for t in f[1:] if t.strip()] for f in fields]
-    return translate_lines(tr, [line.strip() for line in lines], opts, nbest=fmt.nbest or 1, on_truncate=truncated,
-                           first_line=first_number - 1, prefixes=prefixes, constraints=terms,
-                           alignment=fmt.alignment)
+        source, *terms = line.split("\t")
+        return LineText(source.strip(), number, terms=tuple(t.strip() for t in terms if t.strip()))
+    return LineText(line.strip(), number)
 
 
 OUTPUT_FORMATS = ("text", "json")

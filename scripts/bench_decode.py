@@ -51,7 +51,8 @@ def run_mt(model: str, beam: int, batch: int, lines: list[str], device: str) -> 
     import torch
 
     from mt.config import DecodeConfig
-    from mt.decode import load_translator, translate_lines
+    from mt.decode import translate_lines
+    from mt.translators import load_translator
 
     tr = load_translator(model, device)
     start = time.perf_counter()

@@ -25,11 +25,12 @@ def snapshot(checkpoint: str, limit: int, device: str) -> dict:
     import torch
 
     from mt.config import DecodeConfig
-    from mt.decode import load_translator, translate_ids
+    from mt.decode import LineIds, translate_ids
+    from mt.translators import load_translator
 
     tr = load_translator(checkpoint, device)
     lines = (ROOT / "data/ddtp-de-en/dev.de").read_text(encoding="utf-8").splitlines()[:limit]
-    ids = tr.src_tokenizer.encode(lines)
+    ids = [LineIds(source, i) for i, source in enumerate(tr.src_tokenizer.encode(lines))]
     out = {}
     with torch.inference_mode():
         for name, options in SETTINGS.items():

@@ -1,0 +1,34 @@
+"""Which backend decodes: a checkpoint (mt's model), several (an ensemble), or a directory written by `mt export`
+(CTranslate2). The commands choose here; the decoding front end (mt/decode.py) and the training loop's dev
+evaluation take a Translator and never reach the CTranslate2 module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt.backend import load_ensemble_translator, load_model_translator
+from mt.ct2_backend import load_ct2_translator
+from mt.decoding import Translator
+from mt.errors import MtError
+
+
+def load_translator(path: str | Path | list[str | Path], device: str = "auto", quantize: str | None = None,
+                    raw_weights: bool = False) -> Translator:
+    """A checkpoint file (mt's model), a directory written by `mt export` (CTranslate2), or a list of
+    checkpoints (an ensemble), as a Translator. `quantize="int8"` decodes with int8 weights: mt's dynamic
+    quantization (CPU only), or CTranslate2's. `raw_weights`: a checkpoint's last-update weights, not its
+    averaged ones (an export holds one set)."""
+    if isinstance(path, (list, tuple)):
+        if len(path) > 1:
+            for p in path:
+                if Path(p).is_dir():
+                    raise MtError(f"{p}: an exported directory cannot join an ensemble (CTranslate2 decodes one "
+                                  "model); give checkpoints")
+            return load_ensemble_translator(list(path), device, quantize, raw_weights)
+        path = path[0]
+    if Path(path).is_dir():
+        if raw_weights:
+            raise MtError(f"{path}: --raw-weights needs a checkpoint; an exported directory holds one set of weights")
+        return load_ct2_translator(path, device, quantize)
+    return load_model_translator(path, device, quantize, raw_weights)

@@ -1,17 +1,21 @@
 """The training log: metrics.jsonl read back as curves, and mirrored to TensorBoard when asked for.
 
 metrics.jsonl holds one JSON object per line with "step" and "split" ("train" or "dev"); the other numbers
-(loss, nll, ppl, lr, bleu, ...) depend on the split. See "What training writes" in the README.
+(loss, nll, ppl, lr, bleu, ...) depend on the split. See "What training writes" in the README. Training
+appends a row at a time (`append_metrics`) and, when it resumes, drops the rows after its checkpoint
+(`truncate_metrics`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
 from mt.errors import MtError
+from mt.files import atomic_write_text
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
@@ -39,6 +43,41 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     if not rows:
         raise MtError(f"{path}: no metrics yet")
     return rows
+
+
+def append_metrics(path: Path, row: dict) -> None:
+    """`row` as one line of `path`, in one write; a line torn by a crash is dropped on resume
+    (`truncate_metrics`). A failed write is an MtError naming the file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, (json.dumps(row) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise MtError(f"{path}: cannot append ({e.strerror})") from None
+
+
+def truncate_metrics(path: Path, step: int, say) -> None:
+    """Drop rows written after the checkpoint we resume from, so the log reads like one uninterrupted run, and
+    a line a crash left half-written."""
+    if not path.exists():
+        return
+    rows, torn = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            torn += bool(line.strip())
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
+            rows.append(line)
+    if torn:
+        say(f"resume: dropped {torn} unreadable line(s) of {path} (written when a run was cut off)")
+    try:
+        atomic_write_text(path, "".join(r + "\n" for r in rows))
+    except OSError as e:
+        raise MtError(f"{path}: cannot rewrite it to resume ({e.strerror})") from None
 
 
 def metric_curves(run_dir: str | Path) -> dict[str, dict[str, np.ndarray]]:

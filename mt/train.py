@@ -6,22 +6,17 @@ A run's objects live in one `TrainingRun`, handed whole to the loop, evaluation,
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
-from mt.backend import ModelBackend, Translator
-from mt.batching import BatchPrefetcher, BatchSchedule, collate, padding_fraction, token_batches
+from mt.batching import BatchPrefetcher, BatchSchedule, padding_fraction
 from mt.checkpoint import (
     ModelPart,
     ResumePart,
@@ -34,19 +29,16 @@ from mt.checkpoint import (
     translation_weights,
 )
 from mt.config import Config, config_to_dict, data_identity, save_config
-from mt.corpus import Corpus
 from mt.data import check_sources, training_corpora
-from mt.decode import translate_lines
 from mt.errors import CheckpointError, MtError
-from mt.files import atomic_write_text
+from mt.evaluation import StopRequested, evaluate
 from mt.flops import machine_peak_flops
 from mt.folder_lock import folder_lock
-from mt.metrics import bleu_score, score_corpus
 from mt.mixing import MixedSchedule, batch_shares, training_schedule
-from mt.model import Transformer, build_model, count_parameters
+from mt.model import build_model, count_parameters
 from mt.prepare import PreparedData, load_prepared, prepare_data
-from mt.recipe import label_smoothed_loss, noam_lr
-from mt.run_log import TensorBoardLog
+from mt.recipe import noam_lr
+from mt.run_log import TensorBoardLog, append_metrics, truncate_metrics
 from mt.runtime import Runtime, batch_padding, is_terminal, setup_runtime, teardown_runtime
 from mt.update import Learner, make_learner, train_step
 
@@ -85,46 +77,6 @@ class TrainingRun:
         self.prefetcher.close()
         if self.board is not None:
             self.board.close()
-
-
-class EvaluationInterrupted(Exception):
-    """A signal arrived during a dev evaluation, which is dropped so the run can save and stop at once."""
-
-
-class StopRequested:
-    """SIGINT/SIGTERM set a flag; the loop saves a checkpoint at the end of the current step and exits. Inside
-    `interruptible()` (a dev evaluation, which can take longer than a scheduler's grace period) the signal also
-    raises EvaluationInterrupted."""
-
-    def __init__(self):
-        self.signal_name = None
-        self.signal_number = None
-        self._previous = {}
-        self._interruptible = False
-
-    @contextlib.contextmanager
-    def interruptible(self):
-        self._interruptible = True
-        try:
-            yield
-        finally:
-            self._interruptible = False
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.signal_name is not None:  # a second Ctrl-C: stop right away
-            raise KeyboardInterrupt
-        self.signal_name, self.signal_number = signal.Signals(signum).name, signum
-        if self._interruptible:
-            raise EvaluationInterrupted
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def log_line(message: str) -> None:
@@ -195,7 +147,7 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
         _resume(run, last)
         say(f"resuming from {last} at step {run.state.step}")
         if rt.is_main:
-            _truncate_metrics(run.out / "metrics.jsonl", run.state.step, say)
+            truncate_metrics(run.out / "metrics.jsonl", run.state.step, say)
     else:
         if rt.is_main:
             _set_aside_previous_run(run.out, say)
@@ -330,7 +282,7 @@ def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar, stop: S
     start = time.perf_counter()
     evaluated = (step % tc.eval_every == 0 or step == tc.max_steps) and run.data.dev is not None
     if evaluated:
-        _track_best(run, _evaluate(run, stop))
+        _track_best(run, evaluate(run, stop, lambda row: _record(run, row)))
     if step % tc.save_every == 0 or step == tc.max_steps:
         _save_step(run)
     window.exclude(time.perf_counter() - start)  # training speed is the updates' alone
@@ -391,7 +343,7 @@ def _log_train(run: TrainingRun, lr: float, window: Window, bar) -> None:
            "skipped_updates": run.state.skipped_updates}
     if not run.rt.is_main:
         return
-    _append_metrics(run, row)
+    _record(run, row)
     if bar.disable:
         run.say(f"step {row['step']}: loss {row['loss']:.3f} ppl {row['ppl']:.2f} lr {lr:.2e} "
                 f"{row['tokens_per_s']:.0f} tok/s mfu {row['mfu']:.1%}")
@@ -400,99 +352,14 @@ def _log_train(run: TrainingRun, lr: float, window: Window, bar) -> None:
                         mfu=f"{row['mfu']:.1%}")
 
 
-def _append_metrics(run: TrainingRun, row: dict) -> None:
-    """One whole line in one write; a line torn by a crash is dropped on resume (`_truncate_metrics`)."""
-    path = run.out / "metrics.jsonl"
+def _record(run: TrainingRun, row: dict) -> None:
+    """A metrics row into metrics.jsonl (and TensorBoard, when asked for)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        try:
-            os.write(fd, (json.dumps(row) + "\n").encode("utf-8"))
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise MtError(f"{path}: cannot append ({e.strerror}); training stopped at step {run.state.step}, "
-                      f"{_kept(run)}") from None
+        append_metrics(run.out / "metrics.jsonl", row)
+    except MtError as e:
+        raise MtError(f"{e}; training stopped at step {run.state.step}, {_kept(run)}") from None
     if run.board is not None:
         run.board.add(row)
-
-
-def _truncate_metrics(path: Path, step: int, say) -> None:
-    """Drop rows written after the checkpoint we resume from, so the log reads like one uninterrupted run, and
-    a line a crash left half-written."""
-    if not path.exists():
-        return
-    rows, torn = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            torn += bool(line.strip())
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
-            rows.append(line)
-    if torn:
-        say(f"resume: dropped {torn} unreadable line(s) of {path} (written when a run was cut off)")
-    try:
-        atomic_write_text(path, "".join(r + "\n" for r in rows))
-    except OSError as e:
-        raise MtError(f"{path}: cannot rewrite it to resume ({e.strerror})") from None
-
-
-@torch.no_grad()
-def dev_loss(model: Transformer, corpus: Corpus, batch_tokens: int, device) -> tuple[float, int]:
-    """Mean NLL per target token under teacher forcing (pairs longer than the model's positions left out),
-    and the token count."""
-    costs = corpus.costs().numpy()
-    fits = np.flatnonzero(costs <= model.cfg.max_positions)
-    nll_sum, tokens = torch.zeros((), device=device), 0
-    for batch_of_fits in token_batches(costs[fits], batch_tokens):
-        batch = collate(corpus, fits[batch_of_fits]).to(device)
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
-        nll_sum += label_smoothed_loss(logits, batch.tgt_out, 0.0)[1]
-        tokens += batch.n_tokens
-    return nll_sum.item() / max(tokens, 1), tokens
-
-
-def _evaluate(run: TrainingRun, stop: StopRequested) -> float | None:
-    """Dev loss, perplexity and greedy BLEU (and chrF when it is train.best_metric) on rank 0, the others
-    waiting; returns the score of train.best_metric, higher is better (minus the loss for loss; None on the
-    other ranks, and when a signal stopped the evaluation)."""
-    score = None
-    if run.rt.is_main:
-        try:
-            with stop.interruptible():
-                row, score = _evaluate_on_main(run)
-        except EvaluationInterrupted:
-            run.say(f"step {run.state.step}: {stop.signal_name} during the dev evaluation; it is skipped")
-        else:
-            _append_metrics(run, row)
-            chrf = f" chrF {row['chrf']:.2f}" if "chrf" in row else ""
-            weights = ", moving average" if run.learner.ema is not None else ""
-            run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {row['bleu']:.2f}"
-                    f"{chrf} (greedy{weights}, {row['eval_s']}s)")
-        finally:
-            run.learner.model.train()
-    run.rt.barrier()
-    return score
-
-
-def _evaluate_on_main(run: TrainingRun) -> tuple[dict, float]:
-    """Rank 0's part of `_evaluate`: the dev row of metrics.jsonl, and the score."""
-    cfg, rt, data, model = run.cfg, run.rt, run.data, run.learner.eval_model
-    model.eval()
-    start = time.perf_counter()
-    nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
-    with rt.autocast(), torch.no_grad():  # (with autograd on, each decoding step would record a graph)
-        translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
-        hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
-    texts = [h[0][0] for h in hyps]
-    bleu = bleu_score(texts, data.dev_ref)
-    row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
-           "bleu": bleu}
-    if cfg.train.best_metric == "chrf":
-        row["chrf"] = round(score_corpus(texts, data.dev_ref, ["chrf"])["chrf"]["score"], 2)
-    row["eval_s"] = round(time.perf_counter() - start, 1)
-    return row, {"bleu": bleu, "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
 
 
 def _checkpoint(run: TrainingRun) -> dict:

@@ -8,7 +8,7 @@ from mt.checkpoint import load_checkpoint
 from mt.corpus import encode_corpus
 from mt.data import read_parallel
 from mt.ema import WeightAverage, effective_decay
-from mt.train import dev_loss
+from mt.evaluation import dev_loss
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
 

@@ -18,7 +18,7 @@ LAYERS = [
     ["alignment", "search", "constraints", "backend", "ct2_backend"],
     ["decode"],
     ["evaluation"],
-    ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data"],
+    ["train", "translate", "export", "bench", "info", "plot", "plot_data"],
     ["cli", "__main__", "__init__"],
 ]
 LAZY_IMPORTS_ALLOWED = {"cli"}  # the commands load what they need (and optional extras) when they run

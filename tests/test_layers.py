@@ -18,7 +18,8 @@ LAYERS = [
     ["alignment", "search", "constraints", "backend", "ct2_backend"],
     ["decode"],
     ["evaluation"],
-    ["train", "translate", "export", "bench", "info", "plot", "plot_data"],
+    ["evaluation"],
+    ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data"],
     ["cli", "__main__", "__init__"],
 ]
 LAZY_IMPORTS_ALLOWED = {"cli"}  # the commands load what they need (and optional extras) when they run

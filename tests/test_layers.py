@@ -18,7 +18,6 @@ LAYERS = [
     ["alignment", "search", "constraints", "backend", "ct2_backend"],
     ["decode"],
     ["evaluation"],
-    ["evaluation"],
     ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data"],
     ["cli", "__main__", "__init__"],
 ]

@@ -1,0 +1,99 @@
+"""The scheduler feeds a running search: a sentence submitted mid-batch joins it at a step boundary and gets the
+output it gets alone; offline, batches are the length-sorted parts of the budget."""
+
+import pytest
+import torch
+
+from mt.backend import ModelBackend
+from mt.config import DecodeConfig
+from mt.decode import LineIds, sentence_requests
+from mt.scheduler import Policy, Scheduler, Waiting, static_batches
+from mt.search import Row
+from tests.conftest import random_model, random_sources
+
+VOCAB = 40
+
+
+def _requests(sources, opts, nbest=1):
+    return sentence_requests([LineIds(s, i) for i, s in enumerate(sources)], opts, nbest, max_positions=64)
+
+
+def _alone(backend, request):
+    return backend.search([request])[0]
+
+
+def _item(request, i, greedy: bool) -> Waiting:
+    return Waiting(i, Row(request) if greedy else request, len(request.source) + 1)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_sentence_submitted_mid_batch_joins_the_running_batch_and_gets_its_output_alone(beam_size):
+    model = random_model(VOCAB, seed=3)
+    backend = ModelBackend(model)
+    opts = DecodeConfig(beam_size=beam_size, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096)
+    first, late = _requests(random_sources(6, VOCAB, seed=5), opts), _requests(random_sources(3, VOCAB, seed=9), opts)
+    greedy = beam_size == 1
+    search, _, _ = backend.new_search(first[0], join_running=True)
+    scheduler = Scheduler(search, Policy.refilling(opts.batch_tokens))
+    scheduler.submit([_item(r, i, greedy) for i, r in enumerate(first)])
+    found = dict(scheduler.step())
+    found.update(scheduler.step())
+    running = search.rows
+    assert running > 0  # the first sentences are still decoding
+    scheduler.submit([_item(r, 100 + i, greedy) for i, r in enumerate(late)])
+    found.update(scheduler.step())
+    assert not scheduler.waiting  # the late ones joined at this step, beside the rows still decoding
+    assert search.rows + len([i for i in found if i >= 100]) >= len(late)
+    found.update(scheduler.run())
+    for i, request in [*enumerate(first), *((100 + i, r) for i, r in enumerate(late))]:
+        alone = _alone(backend, request)
+        assert [h.tokens for h in found[i]] == [h.tokens for h in alone]
+        assert [h.score for h in found[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
+def test_late_beam_sentences_see_only_their_own_positions():
+    """A late sentence's beams start at a later cache position: the same output however late it comes."""
+    model = random_model(VOCAB, seed=4)
+    backend = ModelBackend(model)
+    opts = DecodeConfig(beam_size=3, alpha=0.6, max_len_a=1.0, max_len_b=12, batch_tokens=4096)
+    (late,) = _requests(random_sources(1, VOCAB, seed=21, shortest=6), opts, nbest=2)
+    alone = _alone(backend, late)
+    for steps_before in (1, 3, 6):
+        search, _, _ = backend.new_search(late, join_running=True)
+        scheduler = Scheduler(search, Policy.refilling(opts.batch_tokens))
+        scheduler.submit([_item(r, i, False) for i, r in enumerate(_requests(random_sources(4, VOCAB, seed=2,
+                                                                                          shortest=10), opts, 2))])
+        found = {}
+        for _ in range(steps_before):
+            found.update(scheduler.step())
+        scheduler.submit([_item(late, 99, False)])
+        found.update(scheduler.run())
+        assert [h.tokens for h in found[99]] == [h.tokens for h in alone]
+        assert [h.score for h in found[99]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
+def test_an_idle_search_takes_one_part_and_a_static_policy_waits_for_the_batch_to_end():
+    model = random_model(VOCAB)
+    backend = ModelBackend(model)
+    opts = DecodeConfig(beam_size=2, alpha=0.6, max_len_a=1.0, max_len_b=5, batch_tokens=30)
+    requests = _requests(random_sources(8, VOCAB, seed=7, shortest=4, longest=4), opts)  # 5 tokens with EOS
+    search, policy, _ = backend.new_search(requests[0])
+    assert policy == Policy.static(30)
+    scheduler = Scheduler(search, policy)
+    scheduler.submit([_item(r, i, False) for i, r in enumerate(requests)])
+    assert [len(part) for part in scheduler.waiting] == [6, 2]  # 6 x 5 = 30 source tokens
+    scheduler.step()
+    assert search.rows <= 6 and len(scheduler.waiting) == 1
+    while search.rows:
+        scheduler.step()
+        assert len(scheduler.waiting) == 1 or search.rows == 0
+    assert sorted(i for i, _ in scheduler.run()) == [6, 7]
+
+
+def test_static_batches_are_length_sorted_within_the_budget():
+    widths = [5, 2, 9, 2, 5, 30]
+    batches = static_batches(widths, 10)
+    assert sorted(i for b in batches for i in b) == list(range(6))
+    assert all(len(b) * max(widths[i] for i in b) <= 10 or len(b) == 1 for b in batches)
+    assert [widths[b[0]] for b in batches] == sorted(widths[b[0]] for b in batches)
+    assert torch.tensor(batches[-1]).tolist() == [5]  # too wide alone: a batch of its own

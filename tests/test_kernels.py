@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from mt import kernels
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.decode import LineIds, translate_ids
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS, PAD
 from tests.conftest import random_model, random_sources
@@ -72,7 +72,8 @@ def test_inference_logits_equal_plain_torchs():
 def _decode(model, sources, plain: bool, beam_size: int, nbest: int):
     opts = DecodeConfig(beam_size=beam_size, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096)
     with kernels.plain_torch(plain):
-        return translate_ids(ModelBackend(model, True), sources, opts, nbest=nbest)
+        lines = [LineIds(source, line) for line, source in enumerate(sources)]
+        return translate_ids(ModelBackend(model, True), lines, opts, nbest=nbest)
 
 
 @pytest.mark.parametrize("beam_size, nbest", [(1, 1), (4, 1), (4, 2)])

@@ -5,7 +5,9 @@ Set MT_DEBUG=1 (or pass --debug before the command) to see full tracebacks.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import inspect
 import io
 import json
 import os
@@ -74,40 +76,67 @@ def train(config: Path, set_: SetOption = None,
         sys.exit(128 + result.stopped_by)
 
 
+class DecodeChoices:
+    """The decoding options given on the command line: one per DecodeConfig field, and `--set decode.key=value`."""
+
+    def __init__(self, values: dict, sets: list[str]):
+        self.values, self.sets = values, sets
+
+    def applied_to(self, cfg):
+        from mt.config import decode_with
+
+        return decode_with(cfg, self.sets, self.values)
+
+
+def with_decode_options(command):
+    """Gives `command` an option for every field of DecodeConfig (--beam-size, --alpha, ..., its comment the
+    help) and `--set decode.key=value`, declared here once for every decoding command; the command receives
+    them as `decode`, a DecodeChoices."""
+    from mt.config import DecodeConfig, field_comments
+
+    comments, names = field_comments(DecodeConfig), [f.name for f in dataclasses.fields(DecodeConfig)]
+    kinds = {name: type(getattr(DecodeConfig(), name)) for name in names}
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "decode"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        Optional[kinds[name]], typer.Option(f"--{name.replace('_', '-')}", help=comments.get(name))]) for name in names]
+    added.append(inspect.Parameter("decode_set", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        Optional[list[str]], typer.Option("--set", help="Override a decode value: decode.key=value")]))
+
+    def run(**kwargs):
+        choices = DecodeChoices({name: kwargs.pop(name) for name in names}, kwargs.pop("decode_set") or [])
+        return command(**kwargs, decode=choices)
+
+    run.__name__, run.__doc__ = command.__name__, command.__doc__
+    run.__signature__ = inspect.Signature([*own, *added])
+    return run
+
+
 @app.command()
+@with_decode_options
 def translate(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to translate with; "
                                                    "several: an ensemble.")],
     input: Annotated[Optional[str], typer.Option("-i", "--input", help="Input file (default: stdin).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output file (default: stdout).")] = None,
-    beam_size: Annotated[Optional[int], typer.Option(min=1)] = None,
-    alpha: Annotated[Optional[float], typer.Option(min=0.0, help="Length penalty exponent.")] = None,
-    max_len_a: Annotated[Optional[float], typer.Option(min=0.0)] = None,
-    max_len_b: Annotated[Optional[int], typer.Option(min=0)] = None,
-    batch_tokens: Annotated[Optional[int], typer.Option(min=1)] = None,
     nbest: Annotated[Optional[int], typer.Option(min=1, help="Write K hypotheses per line: index, score, text.")] = None,
     scores: Annotated[bool, typer.Option(help="Prefix each 1-best line with its score and a tab.")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     quantize: Annotated[Optional[str], typer.Option(help="int8: int8 weights (mt: CPU only).")] = None,
     raw_weights: RawWeights = False,
-    sampling: Annotated[bool, typer.Option("--sampling", help="Draw tokens at random (--nbest N: N samples).")] = False,
-    topk: Annotated[Optional[int], typer.Option(min=0, help="Sampling: from the K most probable tokens (0: all).")] = None,
-    topp: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="Sampling: nucleus probability.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling: logits / T.")] = None,
-    seed: Annotated[Optional[int], typer.Option(min=0, help="Sampling: with the line number, what a line draws.")] = None,
     output_format: Annotated[str, typer.Option(help="text, or json: one object per input line.")] = "text",
     prefix: Annotated[bool, typer.Option("--prefix", help="Input lines are source<TAB>target prefix; each output "
                                          "starts with its prefix.")] = False,
     alignment: Annotated[bool, typer.Option("--alignment", help="Add <TAB> and Moses word alignments i-j.")] = False,
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
+    decode: DecodeChoices = None,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
-    from mt.decode import load_translator
-    from mt.translate import OUTPUT_FORMATS, LineFormat, check_input, check_output, decode_options, translate_file
+    from mt.translators import load_translator
+    from mt.translate import OUTPUT_FORMATS, LineFormat, check_input, check_output, translate_file
 
     _check_device(device)
     check_input(input)
@@ -117,9 +146,7 @@ def translate(
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     tr = load_translator(checkpoint, device, quantize, raw_weights)
-    opts = decode_options(tr.cfg.decode, beam_size=beam_size, alpha=alpha, max_len_a=max_len_a,
-                          max_len_b=max_len_b, batch_tokens=batch_tokens, sampling=sampling or None, topk=topk,
-                          topp=topp, temperature=temperature, seed=seed)
+    opts = decode.applied_to(tr.cfg.decode)
     if prefix and constraints:
         raise MtError("--prefix and --constraints both read the input's tab-separated fields; use one")
     if constraints and opts.sampling:
@@ -157,6 +184,7 @@ def _exit_without_teardown() -> None:
 
 
 @app.command()
+@with_decode_options
 def evaluate(
     ref: Annotated[Path, typer.Option("--ref", help="Reference translations.")],
     hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this file instead of translating.")] = None,
@@ -165,11 +193,9 @@ def evaluate(
     metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Keep the hypotheses here.")] = None,
-    beam_size: Annotated[Optional[int], typer.Option(min=1)] = None,
-    alpha: Annotated[Optional[float], typer.Option(min=0.0)] = None,
-    batch_tokens: Annotated[Optional[int], typer.Option(min=1)] = None,
-    device: Annotated[str, typer.Option()] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     raw_weights: RawWeights = False,
+    decode: DecodeChoices = None,
 ):
     """Score hypotheses against references with sacrebleu (translating --src with -c first if given)."""
     from mt.data import read_lines
@@ -191,8 +217,7 @@ def evaluate(
     if hyp is not None:
         hyps = read_lines(hyp)
     else:
-        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, beam_size=beam_size,
-                                         alpha=alpha, batch_tokens=batch_tokens)
+        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode)
     if len(hyps) != len(refs):
         raise MtError(f"{hyp or src} has {len(hyps)} lines but {ref} has {len(refs)}")
     result = score_corpus(hyps, refs, [m.strip() for m in metrics.split(",") if m.strip()])
@@ -203,16 +228,15 @@ def evaluate(
             print(f"{name}\t{value['score']:.2f}\t{value['signature']}")
 
 
-def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, **overrides) -> list[str]:
-
-    from mt.decode import load_translator
+def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices) -> list[str]:
     from mt.files import atomic_write_text
-    from mt.translate import LineFormat, decode_options, run_translate
+    from mt.translate import LineFormat, run_translate
+    from mt.translators import load_translator
 
     tr = load_translator(checkpoint, device, raw_weights=raw_weights)
     sink = io.StringIO()
     with open(src, "rb") as source:
-        run_translate(tr, source, sink, decode_options(tr.cfg.decode, **overrides), LineFormat(), _warn)
+        run_translate(tr, source, sink, decode.applied_to(tr.cfg.decode), LineFormat(), _warn)
     if output:
         atomic_write_text(Path(output), sink.getvalue())
     return sink.getvalue().splitlines()

@@ -7,6 +7,7 @@ A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `mod
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import types
 import typing
@@ -111,10 +112,10 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    beam_size: int = 4  # section 6.1
+    beam_size: int = 4  # hypotheses kept per sentence; 1: greedy search (section 6.1: 4)
     alpha: float = 0.6  # GNMT length penalty exponent, section 6.1
     max_len_a: float = 1.0  # maximum output length = a * source length + b
-    max_len_b: int = 50
+    max_len_b: int = 50  # (see max_len_a)
     batch_tokens: int = 16384  # source tokens per batch (padding counted, beams not); docs/benchmarks.md
     sampling: bool = False  # draw each next token at random instead of searching (back-translation)
     topk: int = 0  # sampling: only from the k most probable tokens; 0: all
@@ -367,6 +368,31 @@ def _validate_corpora(data: DataConfig, fail) -> None:
             fail(f"data.train[{i}].weight", f"must be positive, got {corpus.weight}")
         if corpus.tag is not None and (not corpus.tag or any(c.isspace() for c in corpus.tag)):
             fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")
+
+
+def decode_with(cfg: DecodeConfig, sets: list[str], values: dict, source: str = "command line") -> DecodeConfig:
+    """`cfg` changed by `decode.key=value` items (`--set`, parsed as YAML), then by `values` (the options given,
+    not None), checked as a config file's decode section is."""
+    raw = {"decode": dataclasses.asdict(cfg)}
+    for item in sets:
+        if not item.partition("=")[0].strip().startswith("decode."):
+            raise ConfigError(f"--set {item}: only decode.key=value applies when decoding")
+        _apply_override(raw, item)
+    raw["decode"].update({k: v for k, v in values.items() if v is not None})
+    decoded = _build_section(DecodeConfig, "decode", raw["decode"], source)
+    check_decode(decoded, source)
+    return decoded
+
+
+def field_comments(cls) -> dict[str, str]:
+    """The comment after each field of a config dataclass (`name: type = default  # comment`), by field name:
+    the help of the options made from it."""
+    comments = {}
+    for line in inspect.getsource(cls).splitlines():
+        name, colon, rest = line.strip().partition(":")
+        if colon and name.isidentifier() and "#" in rest:
+            comments[name] = rest.split("#", 1)[1].strip()
+    return comments
 
 
 def check_decode(d: DecodeConfig, source: str = "decode options") -> None:

@@ -22,17 +22,10 @@ from typing import IO
 import torch
 
 from mt.decoding import Translator
-from mt.config import DecodeConfig, check_decode
+from mt.config import DecodeConfig
 from mt.decode import LineText, Translation, translate_lines
 from mt.errors import MtError
 from mt.files import atomic_write
-
-
-def decode_options(cfg: DecodeConfig, **overrides) -> DecodeConfig:
-    """The checkpoint's decode section with the command-line options that were given (not None), checked."""
-    opts = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    check_decode(opts, "command line")
-    return opts
 
 
 def _decode_line(raw: bytes, number: int, warn) -> str:

@@ -358,6 +358,10 @@ def test_binary_and_huge_input_lines_are_warned_about_and_translated(tmp_path, m
     (["-i", DEV_SRC, "-o", "no/such/folder/out.txt"], ["no such folder"]),
     (["--device", "gpu"], ["--device", "gpu"]),
     (["--max-len-a", "inf"], ["decode.max_len_a", "finite"]),
+    (["--max-len-a", "nan"], ["decode.max_len_a", "finite"]),
+    (["--beam-size", "0"], ["decode.beam_size", "at least 1"]),
+    (["--set", "model.d_model=3"], ["--set model.d_model=3", "decode.key=value"]),
+    (["--set", "decode.beam_size=many"], ["decode.beam_size must be int"]),
     (["--constraints", "--sampling"], ["--constraints", "--sampling"]),
     (["--prefix", "--constraints"], ["--prefix and --constraints"]),
     (["--output-format", "xml"], ["--output-format"]),
@@ -373,8 +377,7 @@ def test_translate_mistakes_fail_before_any_work(tmp_path, model, args, names):
 @pytest.mark.parametrize("code", [2])
 def test_usage_errors_are_one_line_with_exit_2(model, code):
     for args in (["translate"], ["average", "--last", "0", "x"], ["average", "--last", "-1", "x"],
-                 ["info", "--bogus"], ["translate", "-c", model, "--beam-size", "0"],
-                 ["translate", "-c", model, "--max-len-a", "nan"]):
+                 ["info", "--bogus"]):
         fails_cleanly(run_mt(*args, check=False), code=code)
 
 

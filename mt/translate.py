@@ -15,7 +15,7 @@ import os
 import select
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 

@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2,serve]"
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -268,6 +268,32 @@ def average(
     _warn(f"averaged {len(paths)} checkpoints into {output}")
 
 
+@app.command()
+def serve(
+    model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a directory written "
+                                             "by `mt export`, or A.pt,B.pt (an ensemble); repeat for more pairs.")],
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0: any free port (the ready line says which).")] = 5000,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    api_keys: Annotated[Optional[str], typer.Option(help="File of `KEY [REQUESTS_PER_MINUTE]` lines: requests "
+                                                    "need one of the keys (api_key).")] = None,
+    max_chars: Annotated[int, typer.Option(min=1, help="Characters per request.")] = 20_000,
+    max_sentences: Annotated[int, typer.Option(min=1, help="Sentences (native: lines) per request.")] = 500,
+    max_queued_tokens: Annotated[int, typer.Option(min=1, help="Source tokens queued per model; more: 503.")] = 100_000,
+    batching: Annotated[bool, typer.Option(help="Decode the sentences of concurrent requests together (off: one "
+                                           "request at a time).")] = True,
+    log_text: Annotated[bool, typer.Option("--log-text", help="Log request texts (off: sizes only).")] = False,
+):
+    """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
+    from mt.server import Limits, ModelSpec, ServeSettings, load_server, serve as run
+
+    _check_device(device)
+    specs = [ModelSpec.parse(text) for text in model]
+    settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
+                             batching, log_text)
+    run(load_server(specs, settings, _warn), settings)
+
+
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers (ratios against a reference).")
 app.add_typer(bench_app, name="bench")
 

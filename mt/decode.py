@@ -112,12 +112,23 @@ def translate_lines(tr: Translator, lines: list[str | LineText], opts: DecodeCon
     """Detokenized hypotheses per input line (a plain string is line number its index), each starting with its
     target prefix, containing its terms, with its word alignment when `alignment`; see `translate_ids`."""
     texts = [line if isinstance(line, LineText) else LineText(line, i) for i, line in enumerate(lines)]
+    encoded = encode_lines(tr, texts)
+    hyps = translate_ids(tr.backend, encoded, opts, nbest=nbest, on_truncate=on_truncate, attention=alignment)
+    return translations(tr, [line.source for line in encoded], hyps, alignment)
+
+
+def encode_lines(tr: Translator, texts: list[LineText]) -> list[LineIds]:
+    """Lines as token ids: sources with the source tokenizer, prefixes and terms with the target one."""
     sources = tr.src_tokenizer.encode([t.source for t in texts])
     prefixes = tr.tgt_tokenizer.encode([t.prefix for t in texts]) if any(t.prefix for t in texts) else None
-    encoded = [LineIds(source, t.line, prefixes[i] if prefixes else [],
-                       [ids for ids in tr.tgt_tokenizer.encode(list(t.terms)) if ids] if t.terms else [])
-               for i, (source, t) in enumerate(zip(sources, texts))]
-    hyps = translate_ids(tr.backend, encoded, opts, nbest=nbest, on_truncate=on_truncate, attention=alignment)
+    return [LineIds(source, t.line, prefixes[i] if prefixes else [],
+                    [ids for ids in tr.tgt_tokenizer.encode(list(t.terms)) if ids] if t.terms else [])
+            for i, (source, t) in enumerate(zip(sources, texts))]
+
+
+def translations(tr: Translator, sources: list[list[int]], hyps: list[list[Hypothesis]],
+                 alignment: bool = False) -> list[list[Translation]]:
+    """Hypotheses as text (and word alignments when `alignment`), per line."""
     return [[Translation(tr.tgt_tokenizer.decode(h.tokens), h.score, _alignment(tr, source, h) if alignment else None)
              for h in per_line] for source, per_line in zip(sources, hyps)]
 

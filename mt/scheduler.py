@@ -63,6 +63,12 @@ class Scheduler:
         for part in static_batches([w.width for w in items], self.policy.part_tokens):
             self.waiting.append([items[i] for i in part])
 
+    def cancel(self, ids: set[int]) -> set[int]:
+        """Drop the waiting sentences whose ids are in `ids`; returns those dropped (the others are decoding)."""
+        dropped = {w.id for part in self.waiting for w in part if w.id in ids}
+        self.waiting = [kept for part in self.waiting if (kept := [w for w in part if w.id not in ids])]
+        return dropped
+
     def step(self) -> Ended:
         """Admit what fits, then one step of the search: what ended in it."""
         joining = self._admitted()

@@ -1,0 +1,456 @@
+"""`mt serve`: an HTTP server that speaks LibreTranslate's API (so its clients work unchanged), with a per-request
+glossary, a native endpoint with every `mt translate` option, Prometheus metrics and a web page.
+
+Every sentence of every request goes to its model's worker (mt/serving.py), which decodes it in one running
+batch with the sentences of all other requests. Errors are `{"error": "..."}` with LibreTranslate's status
+codes: 400 bad input, 403 a missing or unknown API key, 429 over a key's requests per minute, 503 a full queue
+(with Retry-After), 500 a fault of the server (logged, never a traceback in a response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from mt.config import decode_with
+from mt.decode import LineText, encode_lines, sentence_requests, translations
+from mt.decoding import Hypothesis, Translator
+from mt.errors import MtError
+from mt.segments import joined, split_html, split_text
+from mt.serving import DecodeWorker, Overloaded, StepStats, search_options
+from mt.translate import LineFormat, line_text
+
+WEB_PAGE = Path(__file__).parent / "web" / "index.html"
+LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hu": "Hungarian", "it": "Italian",
+                  "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+                  "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
+                  "zh": "Chinese"}
+NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
+                  "temperature", "seed")
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+@dataclass
+class ServedModel:
+    source: str
+    target: str
+    translator: Translator
+    worker: DecodeWorker
+
+
+@dataclass
+class Limits:
+    max_chars: int = 20_000  # characters of `q` per request
+    max_sentences: int = 500  # sentences (or lines of the native endpoint) per request
+    max_queued_tokens: int = 100_000  # source tokens waiting or decoding, over all requests of a model
+
+
+@dataclass
+class ApiKeys:
+    """Keys and their requests per minute (0: no limit), from a file of `KEY [REQUESTS_PER_MINUTE]` lines."""
+
+    per_minute: dict[str, int]
+    recent: dict[str, deque] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: str | Path) -> ApiKeys:
+        keys = {}
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise MtError(f"--api-keys {path}: cannot read it ({e})") from None
+        for number, line in enumerate(lines, start=1):
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
+                raise MtError(f"--api-keys {path}:{number}: expected KEY [REQUESTS_PER_MINUTE]")
+            keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
+        return cls(keys)
+
+    def check(self, key: str | None) -> None:
+        if key not in self.per_minute:
+            raise HttpError(403, "Invalid API key")
+        limit, now = self.per_minute[key], time.monotonic()
+        recent = self.recent.setdefault(key, deque())
+        while recent and now - recent[0] > 60:
+            recent.popleft()
+        if limit and len(recent) >= limit:
+            raise HttpError(429, f"Slowdown: {limit} per 1 minute")
+        recent.append(now)
+
+
+class Metrics(StepStats):
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.requests = Counter("mt_requests", "HTTP requests", ["endpoint", "status"], registry=self.registry)
+        self.latency = Histogram("mt_request_seconds", "Request latency", ["endpoint"], registry=self.registry,
+                                 buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.queue = Gauge("mt_queued_source_tokens", "Source tokens waiting or decoding", registry=self.registry)
+        self.rows = Histogram("mt_decode_step_rows", "Rows per decoding step", registry=self.registry,
+                              buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+        self.sentences = Counter("mt_sentences", "Sentences translated", registry=self.registry)
+        self.tokens = Counter("mt_output_tokens", "Target tokens produced", registry=self.registry)
+
+    def step(self, rows: int) -> None:
+        self.rows.observe(rows)
+
+    def queued(self, tokens: int) -> None:
+        self.queue.set(tokens)
+
+
+@dataclass
+class Server:
+    models: dict[tuple[str, str], ServedModel]
+    limits: Limits
+    metrics: Metrics
+    api_keys: ApiKeys | None = None
+    log_text: bool = False
+    ready: bool = False
+
+    def model(self, source, target) -> ServedModel:
+        if source == "auto":
+            raise HttpError(400, "source: auto needs language detection, which mt does not do; give the source "
+                                 "language code (see /languages)")
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise HttpError(400, "Invalid request: missing source or target parameter")
+        served = self.models.get((source, target))
+        if served is None:
+            pairs = ", ".join(f"{s}-{t}" for s, t in self.models)
+            raise HttpError(400, f"{source}-{target} is not available (this server translates {pairs})")
+        return served
+
+
+# ---------------------------------------------------------------- LibreTranslate's API
+
+
+async def translate(request: Request) -> JSONResponse:
+    server: Server = request.app.state.server
+    body = await _body(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    q = body.get("q")
+    if q is None:
+        raise HttpError(400, "Invalid request: missing q parameter")
+    texts = q if isinstance(q, list) else [q]
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise HttpError(400, "Invalid request: q must be a string or a list of strings")
+    if sum(len(t) for t in texts) > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: request ({sum(len(t) for t in texts)} characters) exceeds text limit "
+                             f"({server.limits.max_chars})")
+    fmt = body.get("format", "text")
+    if fmt not in ("text", "html"):
+        raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
+    alternatives = _int_field(body, "alternatives", 0, 0, 10)
+    glossary = _glossary(body.get("glossary"))
+    served = server.model(body.get("source"), body.get("target"))
+    pieces = [split_html(t) if fmt == "html" else split_text(t) for t in texts]
+    sentences = [p.text for per in pieces for p in per if p.translate]
+    if len(sentences) > server.limits.max_sentences:
+        raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
+    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary)
+    results, alts, at = [], [], 0
+    for per in pieces:
+        n = sum(p.translate for p in per)
+        mine, at = found[at:at + n], at + n
+        results.append(joined(per, [hyps[0] for hyps in mine], escape=fmt == "html"))
+        alts.append([joined(per, [hyps[min(i, len(hyps) - 1)] for hyps in mine], escape=fmt == "html")
+                     for i in range(1, alternatives + 1)])
+    answer = {"translatedText": results if isinstance(q, list) else results[0]}
+    if alternatives:
+        answer["alternatives"] = alts if isinstance(q, list) else alts[0]
+    return JSONResponse(answer)
+
+
+async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,
+                           glossary: dict[str, str]) -> list[list[str]]:
+    """Each sentence's `nbest` translations (text), through the model's worker; a sentence containing a
+    glossary's source term must contain its target term (constrained beam search)."""
+    tr = served.translator
+    opts = search_options(tr.cfg.decode, nbest)
+    lines = [LineText(s.strip(), i, terms=_terms(s, glossary)) for i, s in enumerate(sentences)]
+    hyps = await _decode(request, served, lines, opts, nbest)
+    return [[t.text for t in per] for per in hyps]
+
+
+def _terms(sentence: str, glossary: dict[str, str]) -> tuple[str, ...]:
+    return tuple(target for source, target in glossary.items()
+                 if re.search(rf"(?<!\w){re.escape(source)}(?!\w)", sentence, flags=re.IGNORECASE))
+
+
+async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
+                  alignment: bool = False):
+    """Translations of `lines` (mt.decode.Translation per hypothesis), decoded by the worker beside every other
+    request's sentences; a client that disconnects releases its sentences."""
+    server: Server = request.app.state.server
+    tr = served.translator
+    encoded = encode_lines(tr, lines)
+    requests = sentence_requests(encoded, opts, nbest, tr.backend.max_positions)
+    todo = [r for r in requests if r is not None]
+    try:
+        job = served.worker.submit(todo, attention=alignment)
+    except Overloaded as e:
+        raise HttpError(503, str(e), {"Retry-After": "1"}) from None
+    found = await _wait_or_release(request, served.worker, job)
+    hyps, given = [], iter(found)
+    for r in requests:
+        hyps.append(next(given) if r is not None else [Hypothesis([], 0.0, 0.0)])
+    server.metrics.sentences.inc(len(todo))
+    server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
+    return translations(tr, [line.source for line in encoded], hyps, alignment)
+
+
+async def _wait_or_release(request: Request, worker: DecodeWorker, job):
+    waiting = asyncio.wrap_future(job.done)
+    while True:
+        done, _ = await asyncio.wait({waiting}, timeout=0.25)
+        if done:
+            return waiting.result()
+        if await request.is_disconnected():
+            worker.cancel(job)
+            raise HttpError(499, "client closed the request")
+
+
+async def languages(request: Request) -> JSONResponse:
+    server: Server = request.app.state.server
+    sources = sorted({s for s, _ in server.models})
+    return JSONResponse([{"code": s, "name": LANGUAGE_NAMES.get(s, s),
+                          "targets": sorted(t for s2, t in server.models if s2 == s)} for s in sources])
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def ready(request: Request) -> JSONResponse:
+    if not request.app.state.server.ready:
+        raise HttpError(503, "loading models")
+    return JSONResponse({"status": "ready"})
+
+
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.server.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def web_page(request: Request) -> Response:
+    if not WEB_PAGE.is_file():
+        raise HttpError(404, "no web page in this installation")
+    return FileResponse(WEB_PAGE, media_type="text/html")
+
+
+# ---------------------------------------------------------------- the native endpoint
+
+
+async def native_translate(request: Request) -> JSONResponse:
+    """`mt translate`'s options as JSON fields: {"source", "target", "lines": [...], "beam_size", "nbest",
+    "sampling", "seed", ..., "scores", "prefix", "constraints", "alignment"} -> {"results": [what
+    `--output-format json` writes for each line]}."""
+    server: Server = request.app.state.server
+    body = await _body(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    lines = body.get("lines")
+    if not isinstance(lines, list) or not lines or not all(isinstance(line, str) for line in lines):
+        raise HttpError(400, "Invalid request: lines must be a non-empty list of strings")
+    if len(lines) > server.limits.max_sentences:
+        raise HttpError(400, f"Invalid request: {len(lines)} lines, more than {server.limits.max_sentences}")
+    if sum(len(line) for line in lines) > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: lines exceed the text limit ({server.limits.max_chars})")
+    served = server.model(body.get("source"), body.get("target"))
+    nbest = _int_field(body, "nbest", 1, 1, 100)
+    flags = {name: _bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
+    if flags["prefix"] and flags["constraints"]:
+        raise HttpError(400, "Invalid request: prefix and constraints both read the lines' tab-separated fields")
+    try:
+        opts = decode_with(served.translator.cfg.decode, [], {k: body.get(k) for k in NATIVE_OPTIONS}, "request")
+    except MtError as e:
+        raise HttpError(400, f"Invalid request: {e}") from None
+    if flags["constraints"] and opts.sampling:
+        raise HttpError(400, "Invalid request: constraints need beam search; they do not combine with sampling")
+    fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
+    texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]
+    found = await _decode(request, served, texts, search_options(opts, nbest), nbest, flags["alignment"])
+    results = [{"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
+                                            **({"alignment": t.alignment} if t.alignment is not None else {})}
+                                           for t in per]} for i, per in enumerate(found)]
+    return JSONResponse({"results": results})
+
+
+# ---------------------------------------------------------------- requests and errors
+
+
+async def _body(request: Request) -> dict:
+    """The fields of a JSON body, or of a form (LibreTranslate's clients send either)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HttpError(400, "Invalid request: the body is not valid UTF-8") from None
+    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        form = await request.form()
+        fields = {key: form.getlist(key) for key in form.keys()}
+        return {key: values if key == "q" and len(values) > 1 else values[0] for key, values in fields.items()}
+    try:
+        body = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as e:
+        raise HttpError(400, f"Invalid request: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, "Invalid request: the JSON body must be an object")
+    return body
+
+
+def _int_field(body: dict, name: str, default: int, low: int, high: int) -> int:
+    value = body.get(name, default)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise HttpError(400, f"Invalid request: {name} must be an integer, got {value!r}") from None
+    if isinstance(value, bool) or not low <= number <= high or (isinstance(value, float) and value != number):
+        raise HttpError(400, f"Invalid request: {name} must be an integer from {low} to {high}, got {value!r}")
+    return number
+
+
+def _bool_field(body: dict, name: str) -> bool:
+    value = body.get(name, False)
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    if not isinstance(value, bool):
+        raise HttpError(400, f"Invalid request: {name} must be true or false, got {value!r}")
+    return value
+
+
+def _glossary(value) -> dict[str, str]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise HttpError(400, "Invalid request: glossary must be an object of source term -> target term") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
+                                              for k, v in value.items()):
+        raise HttpError(400, "Invalid request: glossary must be an object of source term -> target term")
+    return {k.strip(): v.strip() for k, v in value.items()}
+
+
+def _route(handler, endpoint: str):
+    """`handler` with one log line per request (no text unless asked), metrics and JSON errors."""
+    async def run(request: Request) -> Response:
+        server: Server = request.app.state.server
+        start = time.perf_counter()
+        try:
+            response = await handler(request)
+        except HttpError as e:
+            response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+        except Exception as e:  # a fault of the server: logged, a one-line 500 for the client
+            print(f"mt serve: error in {endpoint}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            response = JSONResponse({"error": "internal server error"}, status_code=500)
+        seconds = time.perf_counter() - start
+        server.metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        server.metrics.latency.labels(endpoint).observe(seconds)
+        if endpoint not in ("/metrics", "/health", "/ready"):
+            print(f"mt serve: {request.method} {endpoint} {response.status_code} {seconds * 1000:.0f} ms",
+                  file=sys.stderr, flush=True)
+        return response
+    return run
+
+
+def create_app(server: Server) -> Starlette:
+    routes = [Route("/translate", _route(translate, "/translate"), methods=["POST"]),
+              Route("/languages", _route(languages, "/languages"), methods=["GET", "POST"]),
+              Route("/health", _route(health, "/health"), methods=["GET"]),
+              Route("/ready", _route(ready, "/ready"), methods=["GET"]),
+              Route("/metrics", _route(metrics, "/metrics"), methods=["GET"]),
+              Route("/mt/translate", _route(native_translate, "/mt/translate"), methods=["POST"]),
+              Route("/", _route(web_page, "/"), methods=["GET"])]
+    app = Starlette(routes=routes)
+    app.state.server = server
+    return app
+
+
+# ---------------------------------------------------------------- running it
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str
+    target: str
+    paths: tuple[str, ...]  # a checkpoint, an exported directory, or several checkpoints (an ensemble)
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        pair, sep, paths = text.partition("=")
+        source, colon, target = pair.partition(":")
+        if not (sep and colon and source.strip() and target.strip() and paths.strip()):
+            raise MtError(f"-m {text}: expected SRC:TGT=PATH (e.g. de:en=runs/de-en/checkpoint_best.pt)")
+        return cls(source.strip(), target.strip(), tuple(p.strip() for p in paths.split(",") if p.strip()))
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 5000
+    device: str = "auto"
+    limits: Limits = field(default_factory=Limits)
+    api_keys: str | None = None
+    batching: bool = True  # sentences of concurrent requests decode together (off: one request at a time)
+    log_text: bool = False
+
+
+def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
+    """Every model loaded, its worker started and warmed with one sentence."""
+    from mt.translators import load_translator
+
+    pairs = [(s.source, s.target) for s in specs]
+    if len(set(pairs)) < len(pairs):
+        raise MtError("-m: a language pair is given twice")
+    api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys else None
+    metrics, models = Metrics(), {}
+    for spec in specs:
+        translator = load_translator(list(spec.paths), settings.device)
+        worker = DecodeWorker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)
+        models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
+        warm = sentence_requests(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
+                                 translator.backend.max_positions)
+        worker.submit([r for r in warm if r is not None]).done.result()
+        log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)}")
+    return Server(models, settings.limits, metrics, api_keys, settings.log_text, ready=True)
+
+
+def serve(server: Server, settings: ServeSettings) -> None:
+    """Serve until SIGTERM or Ctrl-C: then stop accepting, answer what was accepted, stop the workers."""
+    import uvicorn
+
+    class ReadyLine(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets)
+            if self.started:
+                port = self.servers[0].sockets[0].getsockname()[1] if self.servers else settings.port
+                print(f"mt serve: ready at http://{settings.host}:{port}", file=sys.stderr, flush=True)
+
+    config = uvicorn.Config(create_app(server), host=settings.host, port=settings.port, log_level="warning",
+                            access_log=False, lifespan="off")
+    try:
+        ReadyLine(config).run()
+    finally:
+        for served in server.models.values():
+            served.worker.stop()

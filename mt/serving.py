@@ -1,0 +1,217 @@
+"""`mt serve`'s decoding side: one worker thread per served model, which feeds every sentence of every request
+into that model's running decode.
+
+A request's sentences arrive as one `Job`. With mt's own model the worker keeps one scheduler per group of
+search settings (mt/scheduler.py, `join_running`): a sentence that arrives while others decode joins at the next
+step boundary when the token budget has room, and gets the output it would get alone. An exported CTranslate2
+model has no step-level batch to join: the worker decodes what has arrived together, in one call. The worker is
+the only thread that runs the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+
+from mt.backend import ModelBackend
+from mt.decoding import Hypothesis, SentenceRequest, Translator
+from mt.scheduler import Scheduler, Waiting
+from mt.search import GreedySearch, Row
+
+
+class Overloaded(Exception):
+    """The queue of source tokens is full: the request is refused now (503), never dropped later."""
+
+
+@dataclass
+class Job:
+    """One request's sentences for one model; `done` gets their hypotheses, in order."""
+
+    requests: list[SentenceRequest]
+    attention: bool = False  # also each hypothesis's cross-attention (word alignment)
+    done: Future = field(default_factory=Future)
+    tokens: int = 0  # source tokens it holds in the queue
+    found: dict = field(default_factory=dict)  # request index -> {row: hypotheses}
+    cancelled: bool = False
+
+
+class StepStats:
+    """What a worker reports after each step: rows in the step and tokens it produced (metrics hooks)."""
+
+    def step(self, rows: int) -> None:
+        pass
+
+    def queued(self, tokens: int) -> None:
+        pass
+
+
+class DecodeWorker:
+    def __init__(self, translator: Translator, max_queued_tokens: int, batching: bool = True,
+                 stats: StepStats | None = None):
+        self.translator, self.max_queued_tokens, self.batching = translator, max_queued_tokens, batching
+        self.stats = stats or StepStats()
+        self.lock = threading.Condition()
+        self.inbox: list[Job] = []
+        self.cancelled: list[Job] = []  # jobs whose waiting sentences the worker drops
+        self.queued_tokens = 0
+        self.stopping = False
+        self.schedulers: dict[tuple, tuple[Scheduler, int]] = {}  # group -> scheduler, rows per request
+        self.owners: dict[tuple, dict[int, tuple[Job, int, int]]] = {}  # group -> row id -> (job, request, row)
+        self.ids = itertools.count()
+        self.thread = threading.Thread(target=self._run, name="mt-decode", daemon=True)
+        self.thread.start()
+
+    # ------------------------------------------------------------ the server's side
+
+    def submit(self, requests: list[SentenceRequest], attention: bool = False) -> Job:
+        """Queue a request's sentences; Overloaded when they do not fit beside those queued."""
+        job = Job(requests, attention, tokens=sum(len(r.source) + 1 for r in requests))
+        with self.lock:
+            if self.stopping:
+                raise Overloaded("the server is shutting down")
+            if self.queued_tokens and self.queued_tokens + job.tokens > self.max_queued_tokens:
+                raise Overloaded(f"{self.queued_tokens} source tokens are queued; try again shortly")
+            self.queued_tokens += job.tokens
+            self.stats.queued(self.queued_tokens)
+            self.inbox.append(job)
+            self.lock.notify()
+        if not requests:
+            self._finish(job)
+        return job
+
+    def cancel(self, job: Job) -> None:
+        """The client went away: its sentences not yet decoding are released (by the worker, at its next step);
+        those decoding finish unseen."""
+        with self.lock:
+            job.cancelled = True
+            if job in self.inbox:
+                self.inbox.remove(job)
+                self._release(job)
+            else:
+                self.cancelled.append(job)
+            self.lock.notify()
+
+    def stop(self) -> None:
+        """Finish what was accepted, then end the thread."""
+        with self.lock:
+            self.stopping = True
+            self.lock.notify()
+        self.thread.join()
+
+    # ------------------------------------------------------------ the worker thread
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                while not self.inbox and self._idle() and not self.stopping:
+                    self.lock.wait()
+                if self.stopping and not self.inbox and self._idle():
+                    return
+                jobs, cancelled, self.cancelled = self._take(), self.cancelled, []
+            try:
+                self._drop(cancelled)
+                self._admit(jobs)
+                self._step()
+            except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
+                self._fail_all(error)
+
+    def _take(self) -> list[Job]:
+        """What joins now: every waiting job, or with batching off the next one once the model is idle."""
+        if self.batching:
+            jobs, self.inbox = self.inbox, []
+        elif self._idle() and self.inbox:
+            jobs = [self.inbox.pop(0)]
+        else:
+            jobs = []
+        return jobs
+
+    def _idle(self) -> bool:
+        return all(scheduler.idle for scheduler, _ in self.schedulers.values())
+
+    def _admit(self, jobs: list[Job]) -> None:
+        backend = self.translator.backend
+        if not isinstance(backend, ModelBackend):  # CTranslate2: what arrived together, in one call
+            for job in jobs:
+                if job.requests and not job.cancelled:
+                    self._deliver(job, backend.search(job.requests))
+            return
+        for job in jobs:
+            for k, request in enumerate(job.requests):
+                self._submit(job, k, request)
+
+    def _submit(self, job: Job, k: int, request: SentenceRequest) -> None:
+        group = request.group
+        if group not in self.schedulers:
+            search, policy, rows = self.translator.backend.new_search(request, join_running=True)
+            self.schedulers[group], self.owners[group] = (Scheduler(search, policy), rows), {}
+        scheduler, rows = self.schedulers[group]
+        if isinstance(scheduler.search, GreedySearch):
+            scheduler.search.capacity = max(scheduler.search.capacity, request.max_len + 1)
+        items = []
+        for j in range(rows):
+            row_id = next(self.ids)
+            self.owners[group][row_id] = (job, k, j)
+            item = Row(request, j) if isinstance(scheduler.search, GreedySearch) else request
+            items.append(Waiting(row_id, item, len(request.source) + 1))
+        scheduler.submit(items)
+
+    def _step(self) -> None:
+        for group, (scheduler, rows) in list(self.schedulers.items()):
+            if scheduler.idle:
+                continue
+            ended = scheduler.step()
+            self.stats.step(scheduler.search.rows + len(ended))
+            for row_id, hyps in ended:
+                job, k, j = self.owners[group].pop(row_id)
+                job.found.setdefault(k, {})[j] = hyps
+                if len(job.found) == len(job.requests) and all(len(f) == rows for f in job.found.values()):
+                    self._deliver(job, [[h for j in range(rows) for h in job.found[k][j]]
+                                        for k in range(len(job.requests))])
+
+    def _deliver(self, job: Job, hyps: list[list[Hypothesis]]) -> None:
+        if job.attention and not job.cancelled:
+            pairs = [(list(r.source), h) for r, per in zip(job.requests, hyps) for h in per]
+            weights = self.translator.backend.attention([s for s, _ in pairs], [h.tokens for _, h in pairs]) \
+                if pairs else []
+            for (_, h), w in zip(pairs, weights):
+                h.attention = w
+        self._finish(job, hyps)
+
+    def _finish(self, job: Job, hyps: list[list[Hypothesis]] | None = None) -> None:
+        with self.lock:
+            self._release(job)
+        if not job.done.done():
+            job.done.set_result(hyps or [])
+
+    def _release(self, job: Job) -> None:
+        self.queued_tokens -= job.tokens
+        job.tokens = 0
+        self.stats.queued(self.queued_tokens)
+
+    def _drop(self, jobs: list[Job]) -> None:
+        """Take the waiting sentences of cancelled jobs out of the schedulers, and the jobs out of the queue."""
+        for job in jobs:
+            for group, owners in self.owners.items():
+                ids = {row_id for row_id, (owner, _, _) in owners.items() if owner is job}
+                dropped = self.schedulers[group][0].cancel(ids)
+                for row_id in dropped:
+                    del owners[row_id]
+            with self.lock:
+                self._release(job)
+
+    def _fail_all(self, error: Exception) -> None:
+        jobs = {job for owners in self.owners.values() for job, _, _ in owners.values()}
+        self.schedulers.clear()
+        self.owners.clear()
+        for job in jobs:
+            with self.lock:
+                self._release(job)
+            if not job.done.done():
+                job.done.set_exception(error)
+
+
+def search_options(opts, nbest: int):
+    """A request's decode settings: beam search keeps at least `nbest` beams (sampling draws `nbest`)."""
+    return opts if opts.sampling else replace(opts, beam_size=max(opts.beam_size, nbest))

@@ -10,8 +10,10 @@ codes: 400 bad input, 403 a missing or unknown API key, 429 over a key's request
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import signal
 import sys
 import time
 from collections import deque
@@ -441,6 +443,17 @@ def serve(server: Server, settings: ServeSettings) -> None:
     import uvicorn
 
     class ReadyLine(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            """SIGTERM and Ctrl-C start the graceful shutdown; unlike uvicorn's own, the signal is not raised
+            again after it, so a server that answered everything it accepted exits 0."""
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
         async def startup(self, sockets=None):
             await super().startup(sockets)
             if self.started:

@@ -1,0 +1,289 @@
+"""`mt serve` as a real process on an ephemeral port, with real clients: LibreTranslate's API and its own Python
+client, the native endpoint, many concurrent clients, bad input, keys, a full queue, disconnects and SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import DATA, ROOT, run_mt
+
+DEV = DATA / "dev.de"
+
+
+class RunningServer:
+    def __init__(self, checkpoint: Path, *options: str):
+        env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-m", f"de:en={checkpoint}", "--port", "0",
+                                      *options], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.log: list[str] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            self.log.append(line)
+            if match := re.search(r"ready at (http://\S+)", line):
+                self.url = match.group(1)
+                break
+            if not line and self.proc.poll() is not None:
+                raise AssertionError(f"mt serve ended: {''.join(self.log)}")
+        else:
+            raise AssertionError(f"mt serve not ready: {''.join(self.log)}")
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def post(self, path: str, timeout: float = 120, **kwargs) -> httpx.Response:
+        return httpx.post(self.url + path, timeout=timeout, **kwargs)
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=60)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_tiny) -> Path:
+    return trained_tiny / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint):
+    running = RunningServer(checkpoint, "--max-sentences", "1000")
+    yield running
+    assert running.stop() == 0
+
+
+def translate_offline(checkpoint: Path, lines: list[str], *options: str) -> list[str]:
+    proc = run_mt("translate", "-c", checkpoint, *options, input="".join(line + "\n" for line in lines))
+    return proc.stdout.splitlines()
+
+
+def single_sentence_lines(count: int) -> list[str]:
+    """Dev lines the server keeps whole (no sentence end inside)."""
+    lines = DEV.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not re.search(r"[.!?…]\s", line)][:count]
+
+
+def test_libretranslate_endpoints_answer_as_libretranslate_does(server, checkpoint):
+    assert server.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]}]
+    assert server.get("/health").json() == {"status": "ok"}
+    assert server.get("/ready").status_code == 200
+    lines = single_sentence_lines(3)
+    expected = translate_offline(checkpoint, lines)
+    one = server.post("/translate", json={"q": lines[0], "source": "de", "target": "en"}).json()
+    assert one == {"translatedText": expected[0]}
+    many = server.post("/translate", json={"q": lines, "source": "de", "target": "en"}).json()
+    assert many == {"translatedText": expected}
+    form = server.post("/translate", data={"q": lines[1], "source": "de", "target": "en"}).json()
+    assert form == {"translatedText": expected[1]}
+    alternatives = server.post("/translate", json={"q": lines[0], "source": "de", "target": "en",
+                                                   "alternatives": 2}).json()
+    assert alternatives["translatedText"] == expected[0] and len(alternatives["alternatives"]) == 2
+
+
+def test_several_sentences_come_back_joined_with_their_whitespace(server, checkpoint):
+    lines = single_sentence_lines(3)
+    text = f"  {lines[0]}.  {lines[1]}!\n\n{lines[2]}\n"
+    parts = translate_offline(checkpoint, [f"{lines[0]}.", f"{lines[1]}!", lines[2]])
+    answer = server.post("/translate", json={"q": text, "source": "de", "target": "en"}).json()
+    assert answer == {"translatedText": f"  {parts[0]}  {parts[1]}\n\n{parts[2]}\n"}
+
+
+def test_html_keeps_its_markup(server, checkpoint):
+    words = single_sentence_lines(2)
+    expected = translate_offline(checkpoint, words)
+    answer = server.post("/translate", json={"q": f'<p class="x">{words[0]}</p><br/><i>{words[1]}</i>',
+                                             "source": "de", "target": "en", "format": "html"}).json()
+    escaped = [e.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for e in expected]
+    assert answer == {"translatedText": f'<p class="x">{escaped[0]}</p><br/><i>{escaped[1]}</i>'}
+
+
+def test_libretranslates_own_client_translates_through_mt(server, checkpoint):
+    from libretranslatepy import LibreTranslateAPI
+
+    client = LibreTranslateAPI(server.url + "/")
+    line = single_sentence_lines(1)[0]
+    assert client.translate(line, "de", "en") == translate_offline(checkpoint, [line])[0]
+    assert client.languages() == [{"code": "de", "name": "German", "targets": ["en"]}]
+
+
+def test_32_concurrent_clients_get_what_mt_translate_gives(server, checkpoint):
+    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:64]
+    expected = translate_offline(checkpoint, lines, "--output-format", "json")
+
+    def ask(i: int):
+        return server.post("/mt/translate", json={"lines": [lines[i]], "source": "de", "target": "en"}).json()
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(ask, range(len(lines))))
+    texts = [answer["results"][0]["hypotheses"][0]["text"] for answer in answers]
+    assert texts == [json.loads(e)["hypotheses"][0]["text"] for e in expected]
+
+
+def test_the_native_endpoint_takes_mt_translates_options(server, checkpoint):
+    lines = single_sentence_lines(4)
+    options = {"beam_size": 3, "nbest": 2, "alignment": True}
+    answer = server.post("/mt/translate", json={"lines": lines, "source": "de", "target": "en", **options}).json()
+    expected = translate_offline(checkpoint, lines, "--beam-size", "3", "--nbest", "2", "--alignment",
+                                 "--output-format", "json")
+    assert [[h["text"] for h in r["hypotheses"]] for r in answer["results"]] == \
+           [[h["text"] for h in json.loads(e)["hypotheses"]] for e in expected]
+    assert [[h["alignment"] for h in r["hypotheses"]] for r in answer["results"]] == \
+           [[h["alignment"] for h in json.loads(e)["hypotheses"]] for e in expected]
+    sampled = server.post("/mt/translate", json={"lines": lines, "source": "de", "target": "en", "sampling": True,
+                                                 "seed": 7, "topk": 5}).json()
+    offline = translate_offline(checkpoint, lines, "--sampling", "--seed", "7", "--topk", "5")
+    assert [r["hypotheses"][0]["text"] for r in sampled["results"]] == offline
+
+
+def test_a_glossary_makes_its_target_terms_appear(server, checkpoint):
+    line = single_sentence_lines(1)[0]
+    source_word = line.split()[0]
+    answer = server.post("/translate", json={"q": line, "source": "de", "target": "en",
+                                             "glossary": {source_word: "zebra"}}).json()
+    assert "zebra" in answer["translatedText"]
+    plain = server.post("/translate", json={"q": line, "source": "de", "target": "en"}).json()
+    assert plain["translatedText"] == translate_offline(checkpoint, [line])[0]
+
+
+@pytest.mark.parametrize("body, kind, message", [
+    (b"{bad json", "application/json", "malformed JSON"),
+    (b'"just a string"', "application/json", "must be an object"),
+    (b'{"source": "de", "target": "en"}', "application/json", "missing q"),
+    (b'{"q": 5, "source": "de", "target": "en"}', "application/json", "q must be a string"),
+    (b'{"q": [], "source": "de", "target": "en"}', "application/json", "q must be a string"),
+    (b'{"q": "Hallo", "target": "en"}', "application/json", "source"),
+    (b'{"q": "Hallo", "source": "fr", "target": "en"}', "application/json", "fr-en is not available"),
+    (b'{"q": "Hallo", "source": "auto", "target": "en"}', "application/json", "auto needs language detection"),
+    (b'{"q": "Hallo", "source": "de", "target": "en", "format": "xml"}', "application/json", "format"),
+    (b'{"q": "Hallo", "source": "de", "target": "en", "alternatives": "x"}', "application/json", "alternatives"),
+    (b'{"q": "Hallo", "source": "de", "target": "en", "glossary": ["a"]}', "application/json", "glossary"),
+    (b'{"q": "\xff\xfe", "source": "de", "target": "en"}', "application/json", "UTF-8"),
+    (json.dumps({"q": "x" * 20_001, "source": "de", "target": "en"}).encode(), "application/json", "text limit"),
+    (json.dumps({"q": "a\n" * 10_000, "source": "de", "target": "en"}).encode(), "application/json",
+     "sentences"),
+])
+def test_bad_input_is_a_400_with_one_line_and_the_server_keeps_serving(server, body, kind, message):
+    response = server.post("/translate", content=body, headers={"content-type": kind})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert message in error and "\n" not in error and "Traceback" not in response.text
+    assert server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"}).status_code == 200
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"lines": "Hallo"}, "lines must be"),
+    ({"lines": ["Hallo"], "beam_size": 0}, "decode.beam_size"),
+    ({"lines": ["Hallo"], "max_len_a": "many"}, "decode.max_len_a"),
+    ({"lines": ["Hallo"], "nbest": 0}, "nbest"),
+    ({"lines": ["Hallo"], "alignment": "maybe"}, "alignment"),
+    ({"lines": ["Hallo"], "constraints": True, "sampling": True}, "constraints"),
+])
+def test_native_endpoint_mistakes_are_400(server, fields, message):
+    response = server.post("/mt/translate", json={"source": "de", "target": "en", **fields})
+    assert response.status_code == 400 and message in response.json()["error"], response.text
+
+
+def test_metrics_count_requests_queue_and_rows(server):
+    server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"})
+    text = server.get("/metrics").text
+    for name in ("mt_requests_total", "mt_request_seconds_bucket", "mt_queued_source_tokens",
+                 "mt_decode_step_rows_bucket", "mt_sentences_total", "mt_output_tokens_total"):
+        assert name in text
+    assert 'mt_requests_total{endpoint="/translate",status="200"}' in text
+
+
+def test_logs_name_requests_without_their_text(server):
+    server.post("/translate", json={"q": "Geheimnisvoller Satz", "source": "de", "target": "en"})
+    time.sleep(0.2)
+    log = "".join(server.log)
+    assert "POST /translate 200" in log and "Geheimnisvoller" not in log
+
+
+def test_api_keys_are_required_and_limited_per_minute(checkpoint, tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("alpha 2\nbeta\n")
+    running = RunningServer(checkpoint, "--api-keys", str(keys))
+    try:
+        body = {"q": "Hallo", "source": "de", "target": "en"}
+        assert running.post("/translate", json=body).status_code == 403
+        assert running.post("/translate", json={**body, "api_key": "nope"}).json() == {"error": "Invalid API key"}
+        assert [running.post("/translate", json={**body, "api_key": "alpha"}).status_code for _ in range(3)] == \
+               [200, 200, 429]
+        assert running.post("/translate", data={**body, "api_key": "beta"}).status_code == 200
+    finally:
+        assert running.stop() == 0
+
+
+def test_a_full_queue_refuses_with_503_and_drops_nothing_it_accepted(checkpoint):
+    running = RunningServer(checkpoint, "--max-queued-tokens", "200")
+    try:
+        lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:40]
+
+        def ask(line):
+            return running.post("/mt/translate", json={"lines": [line] * 3, "source": "de", "target": "en"})
+        with ThreadPoolExecutor(40) as pool:
+            responses = list(pool.map(ask, lines))
+        statuses = [r.status_code for r in responses]
+        assert set(statuses) <= {200, 503} and 503 in statuses and 200 in statuses
+        assert all(r.headers["retry-after"] == "1" for r in responses if r.status_code == 503)
+        expected = translate_offline(checkpoint, lines)
+        for line, response, text in zip(lines, responses, expected):
+            if response.status_code == 200:
+                assert [r["hypotheses"][0]["text"] for r in response.json()["results"]] == [text] * 3
+    finally:
+        assert running.stop() == 0
+
+
+def test_a_client_that_disconnects_releases_its_sentences(server):
+    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:600]
+    with pytest.raises(httpx.TimeoutException):
+        server.post("/mt/translate", json={"lines": lines, "source": "de", "target": "en", "beam_size": 4},
+                    timeout=0.5)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        queued = re.search(r"^mt_queued_source_tokens (\S+)", server.get("/metrics").text, re.M)
+        if float(queued.group(1)) == 0:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the disconnected client's sentences stayed queued")
+    assert server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"}).status_code == 200
+
+
+def test_sigterm_answers_every_accepted_request_then_exits_0(checkpoint):
+    running = RunningServer(checkpoint)
+    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:200]
+    results: list = []
+
+    def ask(i):
+        results.append(running.post("/mt/translate", json={"lines": lines[i::8], "source": "de", "target": "en"}))
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # the requests are in
+    running.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(timeout=120)
+    assert running.proc.wait(timeout=120) == 0
+    assert [r.status_code for r in results] == [200] * 8
+    assert sum(len(r.json()["results"]) for r in results) == len(lines)

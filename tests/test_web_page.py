@@ -1,0 +1,147 @@
+"""The web page at `/` of a real `mt serve` process, driven in Debian's headless chromium through selenium and
+chromedriver: it types a sentence, reads the translation from the page and hovers an output word."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from tests.conftest import DATA, ROOT, run_mt
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1200,900")
+
+
+@pytest.fixture(scope="module")
+def served(trained_tiny):
+    """(URL, checkpoint) of `mt serve` running the tiny de:en model on an ephemeral port."""
+    checkpoint = trained_tiny / "checkpoint_last.pt"
+    env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-m", f"de:en={checkpoint}", "--port", "0",
+                             "--device", "cpu"], cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log, url = [], None
+    deadline = time.monotonic() + 120
+    while url is None and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        log.append(line)
+        if match := re.search(r"ready at (http://\S+)", line):
+            url = match.group(1)
+        elif not line and proc.poll() is not None:
+            break
+    if url is None:
+        proc.kill()
+        raise AssertionError(f"mt serve did not get ready:\n{''.join(log)}")
+    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # keeps the pipe drained
+    try:
+        yield url, checkpoint
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=60) == 0, "".join(log)
+        finally:
+            proc.kill()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    assert not missing, (f"{' and '.join(missing)} missing: install Debian's chromium and chromedriver "
+                         "(apt-get install -y chromium chromium-driver; .ci/run does)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def page_translation(driver, text: str, glossary: str = "", search: str = "") -> list:
+    """Types `text` (and `glossary`) into the page, chooses the search (its option's value; "": the model's
+    default), clicks Translate and returns the output's lines."""
+    wait = WebDriverWait(driver, 60)
+    wait.until(ec.element_to_be_clickable((By.ID, "translate-button")))
+    Select(driver.find_element(By.ID, "search")).select_by_value(search)
+    source = driver.find_element(By.ID, "source-text")
+    source.clear()
+    source.send_keys(text)
+    if glossary:
+        driver.find_element(By.ID, "glossary").send_keys(glossary)
+    driver.find_element(By.ID, "translate-button").click()
+    try:
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#output .line") or d.find_element(By.ID, "error").text)
+    except TimeoutException:
+        raise AssertionError("no translation on the page within 60 s") from None
+    assert driver.find_element(By.ID, "error").text == ""
+    return driver.find_elements(By.CSS_SELECTOR, "#output .line")
+
+
+def test_page_translates_like_mt_translate_and_shows_alignments(served, browser):
+    url, checkpoint = served
+    sentence = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[2]
+    # Greedy: the tiny model's beam search ends most sentences at once (an empty output).
+    expected = run_mt("translate", "-c", checkpoint, "--device", "cpu", "--beam-size", "1",
+                      input=sentence + "\n").stdout.rstrip("\n")
+    assert expected.split(), "the tiny model translated the sentence to nothing; pick another"
+
+    browser.get(url + "/")
+    assert browser.title.startswith("mt")
+    pair = Select(browser.find_element(By.ID, "pair"))
+    WebDriverWait(browser, 30).until(lambda d: pair.first_selected_option.get_attribute("value") == "de:en")
+    assert [o.get_attribute("value") for o in pair.options] == ["de:en"]
+
+    lines = page_translation(browser, sentence, search="1")
+    assert len(lines) == 1
+    assert lines[0].get_attribute("data-text") == expected
+    words = lines[0].find_elements(By.CSS_SELECTOR, ".word")
+    assert [w.text for w in words] == expected.split()
+    assert [w.get_attribute("data-index") for w in words] == [str(i) for i in range(len(words))]
+    source_words = browser.find_elements(By.CSS_SELECTOR, "#source-view .word")
+    assert [w.text for w in source_words] == sentence.split()
+
+    assert not browser.find_elements(By.CSS_SELECTOR, "#source-view .word.aligned")
+    ActionChains(browser).move_to_element(words[0]).perform()
+    marked = WebDriverWait(browser, 10).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#source-view .word.aligned"))
+    assert all(w.text in sentence.split() for w in marked)
+    ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    WebDriverWait(browser, 10).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#source-view .word.aligned"))
+
+
+def test_page_glossary_and_server_errors(served, browser):
+    url, checkpoint = served
+    sentence = "Dieses Paket enthält die Dokumentation."
+    expected = run_mt("translate", "-c", checkpoint, "--device", "cpu", "--constraints",
+                      input=f"{sentence}\tXylophon\n").stdout.rstrip("\n")
+    assert "Xylophon" in expected
+
+    browser.get(url + "/")
+    lines = page_translation(browser, sentence, glossary="paket = Xylophon")
+    assert lines[0].get_attribute("data-text") == expected
+
+    too_long = "x " * 12_000  # over the server's 20,000 characters per request
+    browser.execute_script("arguments[0].value = arguments[1]", browser.find_element(By.ID, "source-text"), too_long)
+    browser.find_element(By.ID, "translate-button").click()
+    error = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "error").text)
+    assert "exceed the text limit" in error

@@ -68,7 +68,7 @@ def checkpoint(trained_tiny) -> Path:
 
 @pytest.fixture(scope="module")
 def server(checkpoint):
-    running = RunningServer(checkpoint, "--max-sentences", "1000")
+    running = RunningServer(checkpoint, "--max-sentences", "1000", "--max-chars", "100000")
     yield running
     assert running.stop() == 0
 
@@ -178,7 +178,7 @@ def test_a_glossary_makes_its_target_terms_appear(server, checkpoint):
     (b'{"q": "Hallo", "source": "de", "target": "en", "alternatives": "x"}', "application/json", "alternatives"),
     (b'{"q": "Hallo", "source": "de", "target": "en", "glossary": ["a"]}', "application/json", "glossary"),
     (b'{"q": "\xff\xfe", "source": "de", "target": "en"}', "application/json", "UTF-8"),
-    (json.dumps({"q": "x" * 20_001, "source": "de", "target": "en"}).encode(), "application/json", "text limit"),
+    (json.dumps({"q": "x" * 100_001, "source": "de", "target": "en"}).encode(), "application/json", "text limit"),
     (json.dumps({"q": "a\n" * 10_000, "source": "de", "target": "en"}).encode(), "application/json",
      "sentences"),
 ])
@@ -257,7 +257,8 @@ def test_a_full_queue_refuses_with_503_and_drops_nothing_it_accepted(checkpoint)
 def test_a_client_that_disconnects_releases_its_sentences(server):
     lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:600]
     with pytest.raises(httpx.TimeoutException):
-        server.post("/mt/translate", json={"lines": lines, "source": "de", "target": "en", "beam_size": 4},
+        server.post("/mt/translate", json={"lines": lines, "source": "de", "target": "en", "beam_size": 1,
+                                           "max_len_b": 200},  # greedy to the length limit: seconds
                     timeout=0.5)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

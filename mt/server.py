@@ -33,6 +33,7 @@ from mt.errors import MtError
 from mt.segments import joined, split_html, split_text
 from mt.serving import DecodeWorker, Overloaded, StepStats, search_options
 from mt.translate import LineFormat, line_text
+from mt.translators import load_translator
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -204,6 +205,9 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
     request's sentences; a client that disconnects releases its sentences."""
     server: Server = request.app.state.server
     tr = served.translator
+    if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
+        print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
+              flush=True)
     encoded = encode_lines(tr, lines)
     requests = sentence_requests(encoded, opts, nbest, tr.backend.max_positions)
     todo = [r for r in requests if r is not None]
@@ -420,8 +424,6 @@ class ServeSettings:
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     """Every model loaded, its worker started and warmed with one sentence."""
-    from mt.translators import load_translator
-
     pairs = [(s.source, s.target) for s in specs]
     if len(set(pairs)) < len(pairs):
         raise MtError("-m: a language pair is given twice")

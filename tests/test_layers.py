@@ -11,14 +11,16 @@ README = PACKAGE.parent / "README.md"
 LAYERS = [
     ["errors", "symbols", "files", "folder_lock"],
     ["config", "checkpoint"],
-    ["tokenizer", "masks", "runtime", "tuning", "flops", "metrics", "run_log"],
+    ["tokenizer", "masks", "runtime", "tuning", "flops", "metrics", "run_log", "segments"],
     ["data", "corpus", "batching", "mixing", "prepare"],
     ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
-    ["alignment", "search", "constraints", "backend", "ct2_backend"],
-    ["decode"],
-    ["evaluation"],
+    ["decoding"],
+    ["alignment", "search", "constraints", "scheduler", "backend", "ct2_backend"],
+    ["decode", "translators"],
+    ["evaluation", "serving"],
     ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data"],
+    ["server"],
     ["cli", "__main__", "__init__"],
 ]
 LAZY_IMPORTS_ALLOWED = {"cli"}  # the commands load what they need (and optional extras) when they run

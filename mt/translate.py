@@ -150,11 +150,15 @@ class _LineReader:
         self.lines.extend(line + b"\n" for line in complete)
 
 
-def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, fmt: LineFormat, warn,
-                  wait_s: float = 0.05, max_lines: int = 2000) -> int:
+BLOCK_WAIT_S = 0.05  # a block of stdin is what arrives within this long of its first line
+BLOCK_LINES = 2000  # and at most this many lines
+
+
+def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, fmt: LineFormat,
+                  warn) -> int:
     """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
     count = 0
-    for block in _stream_blocks(source, wait_s, max_lines):
+    for block in _stream_blocks(source, BLOCK_WAIT_S, BLOCK_LINES):
         lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
         with torch.inference_mode():
             results = translate_block(tr, lines, count + 1, opts, fmt, warn)

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt.config import ModelConfig
+from mt.config import DecodeConfig, ModelConfig
+from mt.decode import LineIds
+from mt.decoding import SentenceRequest, max_output_lengths
 from mt.model import Transformer, build_model
 from mt.symbols import EOS
 
@@ -61,6 +63,32 @@ def random_sources(n: int, vocab: int, shortest: int = 1, longest: int = 14, see
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(shortest, longest + 1, (n,), generator=generator).tolist()
     return [torch.randint(EOS + 1, vocab, (k,), generator=generator).tolist() for k in lengths]
+
+
+def lines_of(sources: list[list[int]], first_line: int = 0, prefixes: list[list[int]] | None = None,
+             terms: list[list[list[int]]] | None = None) -> list[LineIds]:
+    """Encoded input lines for `translate_ids`: line numbers from `first_line`, each with its prefix and terms."""
+    return [LineIds(s, first_line + i, list(prefixes[i]) if prefixes else [], list(terms[i]) if terms else [])
+            for i, s in enumerate(sources)]
+
+
+def requests_of(sources: list[list[int]], opts: DecodeConfig, max_len=None, nbest: int = 1,
+                prefixes: list[list[int]] | None = None, terms: list[list[list[int]]] | None = None,
+                lines: list[int] | None = None, max_positions: int = 64) -> list[SentenceRequest]:
+    """A SentenceRequest per source, for a backend's or a search's own tests. `max_len`: a number for every
+    sentence, one per sentence (a list or a tensor), or by default opts.max_len_a * length + opts.max_len_b
+    within the model's positions; `lines` default to the sources' indices."""
+    if max_len is None:
+        max_len = max_output_lengths(torch.tensor([len(s) for s in sources]), opts.max_len_a, opts.max_len_b,
+                                     max_positions - 1)
+    if isinstance(max_len, torch.Tensor):
+        max_len = max_len.tolist()
+    if isinstance(max_len, int):
+        max_len = [max_len] * len(sources)
+    return [SentenceRequest(tuple(s), int(max_len[i]), opts, lines[i] if lines is not None else i, nbest,
+                            tuple(prefixes[i]) if prefixes else (),
+                            tuple(tuple(t) for t in terms[i]) if terms else ())
+            for i, s in enumerate(sources)]
 
 
 def read_metrics(out_dir: Path, split: str = "train") -> list[dict]:

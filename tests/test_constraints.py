@@ -9,7 +9,7 @@ from mt.config import DecodeConfig
 from mt.constraints import _after, _allocate, _Progress
 from mt.decode import translate_ids
 from mt.symbols import EOS
-from tests.conftest import one_error_line, random_model, random_sources, run_mt
+from tests.conftest import lines_of, one_error_line, random_model, random_sources, run_mt
 
 VOCAB = 30
 
@@ -34,7 +34,7 @@ def terms(sources):
 
 def _decode(model, sources, constraints=None, nbest=1, use_cache=True, **options):
     opts = DecodeConfig(**{"beam_size": 5, "max_len_b": 8, **options})
-    return translate_ids(ModelBackend(model, use_cache), sources, opts, nbest=nbest, constraints=constraints)
+    return translate_ids(ModelBackend(model, use_cache), lines_of(sources, terms=constraints), opts, nbest=nbest)
 
 
 def _contains(tokens: list[int], term: list[int]) -> bool:

@@ -10,7 +10,7 @@ from mt.decode import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS
-from tests.conftest import DATA, TINY, one_error_line, random_model, random_sources, run_mt, tiny_overrides
+from tests.conftest import DATA, TINY, lines_of, one_error_line, random_model, random_sources, run_mt, tiny_overrides
 
 VOCAB = 20
 
@@ -22,7 +22,7 @@ def sources():
 
 def _decode(model, sources, use_cache=True, nbest=1, **options):
     opts = DecodeConfig(**{"beam_size": 4, "max_len_b": 10, **options})
-    return translate_ids(ModelBackend(model, use_cache), sources, opts, nbest=nbest)
+    return translate_ids(ModelBackend(model, use_cache), lines_of(sources), opts, nbest=nbest)
 
 
 def _tokens(found):

@@ -8,7 +8,7 @@ from mt.backend import ModelBackend
 from mt.config import DecodeConfig
 from mt.decode import translate_ids
 from mt.symbols import EOS
-from tests.conftest import random_model, random_sources, run_mt
+from tests.conftest import lines_of, random_model, random_sources, requests_of, run_mt
 
 VOCAB = 20
 
@@ -25,7 +25,7 @@ def sources():
 
 def _decode(model, sources, prefixes=None, nbest=1, **options):
     opts = DecodeConfig(**{"beam_size": 4, "max_len_b": 10, **options})
-    return translate_ids(ModelBackend(model), sources, opts, nbest=nbest, prefixes=prefixes)
+    return translate_ids(ModelBackend(model), lines_of(sources, prefixes=prefixes), opts, nbest=nbest)
 
 
 def _random_prefixes(n, seed=3):
@@ -116,9 +116,9 @@ def test_an_exported_directory_decodes_lines_without_a_prefix_in_a_call_of_their
     backend = Ct2Backend(translator, sp, sp, max_positions=64)
     opts = DecodeConfig(beam_size=2)
     sources, max_len = [[5, 6], [7], [8, 9]], torch.tensor([10, 10, 10])
-    out = backend.search(sources, max_len, opts, 1, [0, 1, 2], prefixes=[[1, 2], [], [3]])
+    out = backend.search(requests_of(sources, opts, max_len, prefixes=[[1, 2], [], [3]]))
     assert [hyps[0].tokens for hyps in out] == [[1, 2, 5], [7], [3, 8]]
     assert sorted(translator.calls, key=lambda call: call[1] is None) == [(2, [["p1", "p2"], ["p3"]]), (1, None)]
     translator.calls.clear()
-    backend.search(sources, max_len, opts, 1, [0, 1, 2], prefixes=[[], [], []])
+    backend.search(requests_of(sources, opts, max_len, prefixes=[[], [], []]))
     assert translator.calls == [(3, None)]

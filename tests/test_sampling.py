@@ -12,7 +12,7 @@ from mt.decode import translate_ids
 from mt.masks import padding_mask
 from mt.search import Sampler
 from mt.symbols import BOS, EOS
-from tests.conftest import one_error_line, random_model, random_sources, run_mt
+from tests.conftest import lines_of, one_error_line, random_model, random_sources, run_mt
 
 VOCAB = 20
 
@@ -29,13 +29,15 @@ def sources():
 
 def _sample(model, sources, nbest=1, first_line=0, **options):
     opts = DecodeConfig(**{"sampling": True, "max_len_b": 10, **options})
-    found = translate_ids(ModelBackend(model), sources, opts, nbest=nbest, first_line=first_line)
+    found = translate_ids(ModelBackend(model), lines_of(sources, first_line), opts, nbest=nbest)
     return [[h.tokens for h in per] for per in found]
 
 
 def _frequencies(probs: torch.Tensor, draws: int, **options) -> torch.Tensor:
     """How often each token is drawn from one distribution by `draws` rows with their own streams."""
-    sampler = Sampler(DecodeConfig(sampling=True, **options), list(range(draws)), 1)
+    sampler = Sampler(DecodeConfig(sampling=True, **options))
+    for row in range(draws):  # row i draws line i's first sample
+        sampler.add(row, row, 0)
     tokens = sampler.draw(probs.log().expand(draws, -1), list(range(draws)))
     return torch.bincount(tokens, minlength=len(probs)).double() / draws
 
@@ -55,7 +57,7 @@ def test_draws_follow_the_distribution_and_its_cuts():
 
 def test_top_k_one_and_a_tiny_nucleus_are_greedy_search(model, sources):
     greedy = [[h.tokens for h in per] for per in translate_ids(
-        ModelBackend(model), sources, DecodeConfig(beam_size=1, max_len_b=10))]
+        ModelBackend(model), lines_of(sources), DecodeConfig(beam_size=1, max_len_b=10))]
     assert _sample(model, sources, topk=1) == greedy
     assert _sample(model, sources, topp=1e-6) == greedy
 

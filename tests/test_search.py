@@ -9,9 +9,11 @@ from mt.decode import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import CAUSAL, padding_mask, target_mask
 from mt.quantize import quantize_int8
-from mt.search import REFILL_PARTS, beam_search, greedy_search, length_penalty, max_output_lengths, top_k
+from mt.decoding import length_penalty, max_output_lengths
+from mt.scheduler import REFILL_PARTS, Policy, Scheduler, Waiting
+from mt.search import BeamSearch, top_k
 from mt.symbols import BOS, EOS
-from tests.conftest import random_model, random_sources
+from tests.conftest import lines_of, random_model, random_sources, requests_of
 
 N_SENTENCES = 24
 VOCAB = 20
@@ -31,7 +33,16 @@ def sources():
 def _translate(model, sources, nbest=1, use_cache=True, **options):
     """Through the decoding front end, with mt's model as the backend."""
     opts = DecodeConfig(**{**dict(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096), **options})
-    return translate_ids(ModelBackend(model, use_cache), sources, opts, nbest=nbest)
+    return translate_ids(ModelBackend(model, use_cache), lines_of(sources), opts, nbest=nbest)
+
+
+def _beam_search(model, requests, beam_size, alpha, nbest=1):
+    """Beam search itself over `requests` in one batch, also where a backend would take greedy search (beam 1,
+    one hypothesis): each request's hypotheses, in order."""
+    scheduler = Scheduler(BeamSearch(model, beam_size, nbest, alpha), Policy.static(requests[0].opts.batch_tokens))
+    scheduler.submit([Waiting(i, r, len(r.source) + 1) for i, r in enumerate(requests)])
+    found = dict(scheduler.run())
+    return [found[i] for i in range(len(requests))]
 
 
 def _tokens(results):
@@ -48,11 +59,11 @@ def test_cached_decoding_equals_recomputing_the_prefix(model, sources):
 
 
 def test_beam_size_one_gives_greedy_output(model, sources):
-    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
     max_len = max_output_lengths(torch.tensor([len(s) for s in sources]), 1.0, 10, 255)
-    greedy = greedy_search(model, src, padding_mask(src), max_len=max_len, alpha=0.0)
+    opts = DecodeConfig(beam_size=1, alpha=0.0, batch_tokens=4096)
+    greedy = [per[0] for per in ModelBackend(model).search(requests_of(sources, opts, max_len))]
     for alpha in (0.0, 0.6):  # a 1-wide beam stops at its first finished hypothesis, whatever the penalty
-        beam = beam_search(model, src, padding_mask(src), beam_size=1, alpha=alpha, max_len=max_len)
+        beam = _beam_search(model, requests_of(sources, opts, max_len), beam_size=1, alpha=alpha)
         assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     assert len({tuple(h.tokens) for h in greedy}) > N_SENTENCES // 2, "outputs should differ per sentence"
     assert len({len(h.tokens) for h in greedy}) > 3, "and end at different lengths"
@@ -92,11 +103,11 @@ def test_a_sentence_stops_once_beam_size_hypotheses_have_finished(model, sources
 
     monkeypatch.setattr(model, "decode_step", counted)
     stopped_early = 0
+    opts = DecodeConfig(beam_size=4, alpha=0.6, batch_tokens=4096)
     for src_ids in sources:
-        src = torch.tensor([src_ids + [EOS]])
         max_len = max_output_lengths(torch.tensor([len(src_ids)]), 1.0, 40, 63)
         steps.clear()
-        hyps = beam_search(model, src, padding_mask(src), beam_size=4, alpha=0.6, max_len=max_len, nbest=4)[0]
+        hyps = ModelBackend(model).search(requests_of([src_ids], opts, max_len, nbest=4))[0]
         assert len(hyps) == 4
         if len(steps) <= max_len.item():  # not stopped by the length limit
             assert len(steps) == max(len(h.tokens) for h in hyps) + 1
@@ -153,8 +164,8 @@ def test_a_refilled_batch_decodes_each_sentence_as_alone(model, sources, case, m
 
     def decode(sentences, lines, batch_tokens):
         opts = DecodeConfig(**options, batch_tokens=batch_tokens)
-        found = translate_ids(ModelBackend(decoder), sentences, opts, first_line=lines[0],
-                              prefixes=None if prefixes is None else [prefixes[i] for i in lines])
+        found = translate_ids(ModelBackend(decoder), lines_of(sentences, lines[0], None if prefixes is None else
+                                                              [prefixes[i] for i in lines]), opts)
         return [per_line[0] for per_line in found]
     refilled = decode(sources, list(range(len(sources))), 40)
     assert any(length > 0 for length in joins), "sentences should have joined rows already decoding"
@@ -165,15 +176,16 @@ def test_a_refilled_batch_decodes_each_sentence_as_alone(model, sources, case, m
         assert all(h.tokens[:len(p)] == p for h, p in zip(refilled, prefixes))
 
 
-def test_searches_leave_the_callers_tensors_as_they_were(model, sources):
-    """Sentences that end are dropped in place where the search owns the tensor, never in the caller's."""
-    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
-    src_mask = padding_mask(src)
-    given = (src.clone(), src_mask.clone())
+def test_searches_leave_the_callers_requests_as_they_were(model, sources):
+    """Sentences that end are dropped in place where the search owns the tensor, never in what the caller gave."""
     max_len = max_output_lengths(torch.tensor([len(s) for s in sources]), 1.0, 10, 255)
-    beam_search(model, src, src_mask, beam_size=4, alpha=0.6, max_len=max_len)
-    greedy_search(model, src, src_mask, max_len=max_len, alpha=0.6, batch_tokens=40)
-    assert torch.equal(src, given[0]) and torch.equal(src_mask, given[1])
+    given = [list(s) for s in sources]
+    beam = requests_of(sources, DecodeConfig(beam_size=4, alpha=0.6, batch_tokens=4096), max_len)
+    greedy = requests_of(sources, DecodeConfig(beam_size=1, alpha=0.6, batch_tokens=40), max_len)
+    copies = (list(beam), list(greedy))
+    ModelBackend(model).search(beam)
+    ModelBackend(model).search(greedy)
+    assert (beam, greedy) == copies and sources == given
 
 
 def test_a_refilled_batch_encodes_each_part_as_wide_as_its_longest_source(model, sources, monkeypatch):
@@ -183,11 +195,11 @@ def test_a_refilled_batch_encodes_each_part_as_wide_as_its_longest_source(model,
     original_encode = type(model).encode
     monkeypatch.setattr(type(model), "encode", lambda m, src, src_mask: (encoded.append(src.numel()),
                                                                          original_encode(m, src, src_mask))[1])
-    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)
     lengths = [len(s) + 1 for s in sources]
     max_len = max_output_lengths(torch.tensor(lengths) - 1, 1.0, 10, 255)
     batch_tokens = 160
-    greedy_search(model, src, padding_mask(src), max_len=max_len, alpha=0.6, batch_tokens=batch_tokens)
+    ModelBackend(model).search(requests_of(sources, DecodeConfig(beam_size=1, alpha=0.6, batch_tokens=batch_tokens),
+                                           max_len))
     parts = token_batches(lengths, batch_tokens // REFILL_PARTS)
     assert len(encoded) == len(parts) > 2
     assert encoded == [len(part) * max(lengths[i] for i in part) for part in parts]

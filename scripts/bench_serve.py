@@ -1,0 +1,470 @@
+"""Serving benchmark: closed-loop HTTP clients over loopback against `mt serve` (cross-request batching),
+`mt serve --no-batching` (one request at a time, as OpenNMT-py's server), LibreTranslate 1.9 serving the same
+model (exported to CTranslate2 and packed as an Argos package), and offline `mt translate` of the same sentences
+as the ceiling.
+
+    python scripts/bench_serve.py --model CKPT [--pair de:en] [--concurrency 1,8,32,128] [--seconds 15]
+        [--servers mt,mt-no-batching,libretranslate,offline] [--rounds 1] [--ltvenv /tmp/ltvenv] [--json]
+
+Each client of a cell sends its next request (LibreTranslate's `POST /translate`) as soon as the previous one is
+answered, until `--seconds` have passed; requests in flight then are waited for. Requests are one dev line
+(`sentence`) or 20 dev lines joined with newlines as one `q` (`document`), taken in turn from
+data/ddtp-de-en/dev.de. Per cell: dev lines per second (all answered lines over the time to the last answer),
+latency p50/p95/p99 over the answered requests, errors (an HTTP status other than 200, or a body without
+translatedText), refusals (503 with Retry-After: a full queue; the client waits that long, at most 5 s, and
+goes on), lost requests (no HTTP answer at all) and the server's peak resident memory. Servers start as subprocesses one after another,
+each on a free port; with --rounds N the servers take turns N times.
+
+The `offline` row is `mt translate -c CKPT -i FILE` over the first --offline-lines dev lines, one process: lines
+over (its wall time less that of the same command on one line, i.e. less start-up and model load). The `alone`
+reference is each of the first --alone-lines dev lines decoded alone in-process (translate_lines on one line),
+for the one-client latency target.
+
+LibreTranslate runs from its own virtual environment (--ltvenv, with `pip install libretranslate`), offline:
+the bench writes two Argos packages (de->en and en->de, the same model files, so that LibreTranslate finds two
+and does not fetch its model index) into a private data folder, and a launcher that replaces Argos's sentence
+splitter (minisbd, which downloads a model at first use) with a regular expression splitting after . ! ? before
+white space. Argos decodes with beam 4 and its own length penalty (0.2), in sub-batches of 32 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV = ROOT / "data" / "ddtp-de-en" / "dev.de"
+MT = [sys.executable, "-m", "mt"]
+DOC_LINES = 20
+
+LAUNCHER = r'''
+import re, sys
+import argostranslate.sbd as sbd
+
+def split_sentences(self, text):
+    parts = [p for p in re.split(r"(?<=[.!?])\s+", text) if p.strip()]
+    return parts or [text]
+
+sbd.MiniSBDSentencizer.split_sentences = split_sentences
+from libretranslate.main import main
+sys.argv[0] = "libretranslate"
+main()
+'''
+
+LANG_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanish", "it": "Italian", "cs": "Czech",
+              "ru": "Russian", "ro": "Romanian", "fi": "Finnish", "nl": "Dutch", "pt": "Portuguese"}
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- the clients
+
+
+def rss_mb(pid: int | None) -> float:
+    """A process's resident memory with its children's (MB), 0 when gone."""
+    total = 0.0
+    todo = [pid] if pid else []
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+async def run_cell(url: str, source: str, target: str, lines: list[str], kind: str, concurrency: int,
+                   seconds: float, timeout: float, pid: int | None = None) -> dict:
+    """`concurrency` closed-loop clients for `seconds`; the cell's numbers."""
+    import httpx
+
+    per_request = 1 if kind == "sentence" else DOC_LINES
+    state = {"next": 0}
+    latencies, sentences, errors, lost, refused, samples = [], [0], [0], [0], [0], []
+
+    def next_q() -> str:
+        i = state["next"]
+        state["next"] += per_request
+        return "\n".join(lines[(i + k) % len(lines)] for k in range(per_request))
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(timeout)) as client:
+        start = time.perf_counter()
+        deadline = start + seconds
+        last = [start]
+
+        async def one_client():
+            while time.perf_counter() < deadline:
+                q = next_q()
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post("/translate", json={"q": q, "source": source, "target": target,
+                                                              "format": "text"})
+                except httpx.HTTPError as e:  # no HTTP answer: a lost request
+                    lost[0] += 1
+                    if len(samples) < 3:
+                        samples.append(f"lost: {type(e).__name__}: {e}")
+                    await asyncio.sleep(0.1)
+                    continue
+                t1 = time.perf_counter()
+                last[0] = max(last[0], t1)
+                try:
+                    ok = r.status_code == 200 and isinstance(r.json().get("translatedText"), str)
+                except ValueError:
+                    ok = False
+                if not (r.status_code == 503 and "retry-after" in r.headers):
+                    latencies.append(t1 - t0)  # of answered requests; refused ones are counted apart
+                if ok:
+                    sentences[0] += per_request
+                elif r.status_code == 503 and "retry-after" in r.headers:  # refused, not dropped: wait, go on
+                    refused[0] += 1
+                    await asyncio.sleep(min(float(r.headers["retry-after"]), 5.0))
+                else:
+                    errors[0] += 1
+                    if len(samples) < 3:
+                        samples.append(f"HTTP {r.status_code}: {r.text[:200]}")
+
+        peak = [rss_mb(pid)]
+
+        async def watch():
+            while True:
+                peak[0] = max(peak[0], rss_mb(pid))
+                await asyncio.sleep(0.5)
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.gather(*(one_client() for _ in range(concurrency)))
+        watcher.cancel()
+    elapsed = last[0] - start
+    return {"kind": kind, "concurrency": concurrency, "requests": len(latencies) + refused[0] + lost[0],
+            "sentences": sentences[0], "seconds": round(elapsed, 2),
+            "sentences_per_s": round(sentences[0] / elapsed, 2) if elapsed > 0 else 0.0,
+            "p50_ms": round(1000 * percentile(latencies, 0.50), 1),
+            "p95_ms": round(1000 * percentile(latencies, 0.95), 1),
+            "p99_ms": round(1000 * percentile(latencies, 0.99), 1),
+            "errors": errors[0], "refused_503": refused[0], "lost": lost[0], "server_rss_mb": round(peak[0]), "samples": samples}
+
+
+# ---------------------------------------------------------------- the servers
+
+
+class Proc:
+    memory_gb = 0.0  # address-space limit of the servers (RLIMIT_AS), 0: none
+
+    def __init__(self, argv: list[str], env: dict | None, log: Path):
+        self.log = log
+        self.handle = open(log, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.handle, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                     preexec_fn=self.limit)
+
+    def limit(self) -> None:
+        if self.memory_gb > 0:
+            import resource
+            size = int(self.memory_gb * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:]
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.handle.close()
+        return self.proc.returncode
+
+
+def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, work: Path) -> tuple[Proc, str]:
+    argv = MT + ["serve", "-m", f"{pair[0]}:{pair[1]}={model}", "--port", "0", "--device", device]
+    if not batching:
+        argv.append("--no-batching")
+    proc = Proc(argv, None, work / f"mt-serve{'' if batching else '-no-batching'}.log")
+    t0 = time.time()
+    while time.time() - t0 < 300:
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"mt serve exited with {proc.proc.returncode}:\n{proc.tail()}")
+        for line in proc.log.read_text(errors="replace").splitlines():
+            if line.startswith("mt serve: ready at "):
+                return proc, line.split("ready at ", 1)[1].strip()
+        time.sleep(0.2)
+    proc.stop()
+    raise RuntimeError(f"mt serve not ready in 300 s:\n{proc.tail()}")
+
+
+def lt_env(work: Path, device: str, intra_threads: int | None = None) -> dict:
+    env = dict(os.environ)
+    for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
+        env[var] = str(work / "lt" / sub)
+    env["ARGOS_PACKAGES_DIR"] = str(work / "lt" / "packages")
+    env["ARGOS_DEVICE_TYPE"] = "cuda" if device == "cuda" else "cpu"
+    if intra_threads is not None:
+        env["ARGOS_INTRA_THREADS"] = str(intra_threads)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def prepare_lt(model: str, pair: tuple[str, str], ltvenv: Path, device: str, work: Path) -> Path:
+    """Export the model, pack and install two Argos packages, write the launcher; the launcher's path."""
+    python = ltvenv / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"no {python}: make it with `python3 -m venv {ltvenv} && {ltvenv}/bin/pip install "
+                           "libretranslate`")
+    export = work / "export"
+    if not export.exists():
+        subprocess.run(MT + ["export", "-c", model, "-o", str(export)], check=True, cwd=ROOT)
+    joint = (export / "source.spm").read_bytes() == (export / "target.spm").read_bytes()
+    if not joint:
+        print("note: the model's sentencepiece models are not joint; Argos decodes the target with the source "
+              "one", file=sys.stderr)
+    lt = work / "lt"
+    shutil.rmtree(lt, ignore_errors=True)
+    (lt / "packages").mkdir(parents=True)
+    zips = []
+    for src, tgt in (pair, pair[::-1]):
+        name = f"translate-{src}_{tgt}"
+        folder = lt / "build" / name
+        shutil.copytree(export, folder / "model")
+        shutil.copyfile(export / "source.spm", folder / "sentencepiece.model")
+        (folder / "metadata.json").write_text(json.dumps({
+            "package_version": "1.0", "argos_version": "1.0", "from_code": src, "to_code": tgt,
+            "from_name": LANG_NAMES.get(src, src), "to_name": LANG_NAMES.get(tgt, tgt), "type": "translate"}))
+        archive = lt / f"{name}.argosmodel"
+        with zipfile.ZipFile(archive, "w") as z:
+            for path in sorted(folder.rglob("*")):
+                z.write(path, path.relative_to(folder.parent))
+        zips.append(str(archive))
+    subprocess.run([str(python), "-c", "import sys; from pathlib import Path; import argostranslate.package as p; "
+                    "[p.install_from_path(Path(a)) for a in sys.argv[1:]]", *zips],
+                   check=True, env=lt_env(work, device))
+    launcher = lt / "launch.py"
+    launcher.write_text(LAUNCHER)
+    return launcher
+
+
+def start_lt(launcher: Path, pair: tuple[str, str], ltvenv: Path, device: str, work: Path,
+             intra_threads: int | None) -> tuple[Proc, str]:
+    import httpx
+
+    port = free_port()
+    argv = [str(ltvenv / "bin" / "python"), str(launcher), "--host", "127.0.0.1", "--port", str(port),
+            "--load-only", f"{pair[0]},{pair[1]}"]
+    proc = Proc(argv, lt_env(work, device, intra_threads), work / "libretranslate.log")
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.time()
+    while time.time() - t0 < 300:
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"LibreTranslate exited with {proc.proc.returncode}:\n{proc.tail()}")
+        try:
+            if httpx.get(url + "/languages", timeout=5).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.stop()
+    raise RuntimeError(f"LibreTranslate not ready in 300 s:\n{proc.tail()}")
+
+
+# ---------------------------------------------------------------- offline references
+
+
+def offline(model: str, lines: list[str], device: str, work: Path) -> dict:
+    """`mt translate` over `lines`, one process; its start-up measured on one line and taken off."""
+    def timed(chunk: list[str], name: str) -> float:
+        src = work / f"{name}.de"
+        src.write_text("\n".join(chunk) + "\n", encoding="utf-8")
+        t0 = time.perf_counter()
+        subprocess.run(MT + ["translate", "-c", model, "-i", str(src), "-o", str(work / f"{name}.out"),
+                             "--device", device], check=True, cwd=ROOT)
+        return time.perf_counter() - t0
+
+    one = timed(lines[:1], "offline-one")
+    full = timed(lines, "offline-all")
+    return {"lines": len(lines), "wall_s": round(full, 2), "startup_s": round(one, 2),
+            "sentences_per_s": round(len(lines) / max(full - one, 1e-9), 2),
+            "sentences_per_s_with_startup": round(len(lines) / full, 2)}
+
+
+ALONE = r'''
+import json, sys, time
+from mt.tuning import tune_process
+tune_process(["translate"])  # what `mt translate` sets before torch is imported
+from mt.decode import translate_lines
+from mt.translators import load_translator
+model, device, path = sys.argv[1:4]
+tr = load_translator(model, device)
+lines = open(path, encoding="utf-8").read().splitlines()
+translate_lines(tr, ["warm up"], tr.cfg.decode)
+out = []
+for line in lines:
+    t0 = time.perf_counter()
+    translate_lines(tr, [line], tr.cfg.decode)
+    out.append(time.perf_counter() - t0)
+print(json.dumps(out))
+'''
+
+
+def alone(model: str, lines: list[str], device: str, work: Path) -> dict:
+    """Each line decoded alone in-process (the one-client latency reference)."""
+    src = work / "alone.de"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", ALONE, model, device, str(src)], check=True, cwd=ROOT,
+                         capture_output=True, text=True).stdout
+    times = json.loads(out.strip().splitlines()[-1])
+    return {"lines": len(times), "p50_ms": round(1000 * statistics.median(times), 1),
+            "mean_ms": round(1000 * statistics.fmean(times), 1)}
+
+
+# ---------------------------------------------------------------- main
+
+
+def load_now() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="mt checkpoint (also exported for LibreTranslate)")
+    ap.add_argument("--pair", default="de:en", help="SRC:TGT (default de:en)")
+    ap.add_argument("--concurrency", default="1,8,32,128")
+    ap.add_argument("--kinds", default="sentence,document", help="sentence (one dev line), document (20 lines)")
+    ap.add_argument("--seconds", type=float, default=15.0, help="time each cell's clients keep sending")
+    ap.add_argument("--servers", default="mt,mt-no-batching,libretranslate,offline")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--ltvenv", default="/tmp/ltvenv", help="virtual environment with libretranslate")
+    ap.add_argument("--lt-intra-threads", type=int, default=1,
+                    help="ARGOS_INTRA_THREADS for LibreTranslate (-1: Argos's default, 0 = CTranslate2's choice)")
+    ap.add_argument("--offline-lines", type=int, default=300)
+    ap.add_argument("--alone-lines", type=int, default=50)
+    ap.add_argument("--timeout", type=float, default=900.0, help="a request's client timeout (then: lost)")
+    ap.add_argument("--work", default=None, help="folder for logs, exports and packages (default: a temp dir)")
+    ap.add_argument("--server-memory-gb", type=float, default=8.0,
+                    help="address-space limit of each server process (RLIMIT_AS), so that a server that grows "
+                         "fails alone instead of the machine running out of memory; 0: none")
+    ap.add_argument("--json", action="store_true", help="also print every measurement as one JSON line")
+    args = ap.parse_args()
+
+    Proc.memory_gb = args.server_memory_gb
+    source, target = args.pair.split(":")
+    pair = (source, target)
+    model = str(Path(args.model).resolve())
+    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    kinds = args.kinds.split(",")
+    servers = args.servers.split(",")
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results, notes = [], []
+
+    def emit(row: dict) -> None:
+        results.append(row)
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"  {row}", file=sys.stderr, flush=True)
+
+    launcher = None
+    if "libretranslate" in servers:
+        try:
+            launcher = prepare_lt(model, pair, Path(args.ltvenv), args.device, work)
+        except Exception as e:  # row (c) left out, with the reason
+            notes.append(f"libretranslate left out: {type(e).__name__}: {e}")
+            print(notes[-1], file=sys.stderr)
+            servers = [s for s in servers if s != "libretranslate"]
+
+    for rnd in range(args.rounds):
+        for server in servers:
+            if server == "offline":
+                row = {"round": rnd, "server": "offline", "load": load_now(),
+                       **offline(model, lines[:args.offline_lines], args.device, work)}
+                emit(row)
+                row = {"round": rnd, "server": "alone", "load": load_now(),
+                       **alone(model, lines[:args.alone_lines], args.device, work)}
+                emit(row)
+                continue
+            try:
+                if server == "libretranslate":
+                    proc, url = start_lt(launcher, pair, Path(args.ltvenv), args.device, work,
+                                          args.lt_intra_threads if args.lt_intra_threads >= 0 else None)
+                else:
+                    proc, url = start_mt(model, pair, server == "mt", args.device, work)
+            except Exception as e:
+                notes.append(f"{server} round {rnd}: did not start: {e}")
+                print(notes[-1], file=sys.stderr)
+                continue
+            try:
+                asyncio.run(run_cell(url, source, target, lines, "sentence", 4, 2.0, args.timeout))  # warm-up
+                for kind in kinds:
+                    for c in concurrencies:
+                        load = load_now()
+                        cell = asyncio.run(run_cell(url, source, target, lines, kind, c, args.seconds,
+                                                    args.timeout, proc.proc.pid))
+                        emit({"round": rnd, "server": server, "load": load, **cell})
+                        if proc.proc.poll() is not None:
+                            notes.append(f"{server} exited with {proc.proc.returncode} during {kind} x{c}")
+                            break
+            finally:
+                rc = proc.stop()
+                if server.startswith("mt") and rc not in (0, None, -15):
+                    notes.append(f"{server}: exit status {rc} after SIGTERM (log: {proc.log})")
+
+    print_table(results, notes, work)
+
+
+def print_table(results: list[dict], notes: list[str], work: Path) -> None:
+    cells = [r for r in results if "kind" in r]
+    print("| server | requests | clients | sentences/s | p50 ms | p95 ms | p99 ms | errors | 503 | lost | server RSS MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in cells:
+        print(f"| {r['server']} | {r['kind']} | {r['concurrency']} | {r['sentences_per_s']:.1f} | "
+              f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']} | {r.get('refused_503', '')} | {r['lost']} | "
+              f"{r.get('server_rss_mb', '')} |")
+    for r in results:
+        if r["server"] == "offline":
+            print(f"| offline `mt translate` | {r['lines']} lines | - | {r['sentences_per_s']:.1f} "
+                  f"({r['sentences_per_s_with_startup']:.1f} with start-up) | | | | | |")
+        if r["server"] == "alone":
+            print(f"| in-process, one line alone | {r['lines']} lines | 1 | - | {r['p50_ms']:.0f} | | | | |")
+    for r in cells:
+        for s in r["samples"]:
+            print(f"sample ({r['server']} {r['kind']} x{r['concurrency']}): {s}")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"logs and exports: {work}")
+
+
+if __name__ == "__main__":
+    main()

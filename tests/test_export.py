@@ -8,10 +8,11 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import DecodeConfig, config_from_dict, config_to_dict
-from mt.decode import load_translator, translate_lines
+from mt.decode import translate_lines
 from mt.errors import MtError
 from mt.model import build_model
 from mt.tokenizer import Tokenizer
+from mt.translators import load_translator
 from tests.conftest import DATA, run_mt
 
 pytest.importorskip("ctranslate2")

@@ -16,7 +16,7 @@ import torch
 
 from mt.checkpoint import save_checkpoint
 from mt.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from mt.decode import load_translator, translate_ids
+from mt.decode import LineIds, translate_ids
 from mt.errors import MtError
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.model import build_model, sinusoidal_positions
@@ -26,6 +26,7 @@ from mt.plot_data import attention_maps, mask_tables, positions_table
 from mt.run_log import TensorBoardLog, metric_curves
 from mt.symbols import BOS, PAD
 from mt.tokenizer import train_tokenizer
+from mt.translators import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
 needs_plot_extra = pytest.mark.skipif(
@@ -132,7 +133,7 @@ def test_attention_maps_of_a_sentence(random_checkpoint):
     greedy = attention_maps(tr, "Ein einfacher Texteditor.")  # no target: the model's own greedy translation
     src_ids = tr.src_tokenizer.encode(["Ein einfacher Texteditor."])[0]
     d = tr.cfg.decode
-    own = translate_ids(tr.backend, [src_ids], replace(d, beam_size=1, batch_tokens=100))[0][0].tokens
+    own = translate_ids(tr.backend, [LineIds(src_ids)], replace(d, beam_size=1, batch_tokens=100))[0][0].tokens
     assert greedy.tgt_pieces == ["<s>"] + [tr.tgt_tokenizer.sp.id_to_piece(i) for i in own]
     assert greedy.src_pieces == maps.src_pieces
 

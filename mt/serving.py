@@ -202,7 +202,7 @@ class DecodeWorker:
                 self._release(job)
 
     def _fail_all(self, error: Exception) -> None:
-        jobs = {job for owners in self.owners.values() for job, _, _ in owners.values()}
+        jobs = list({id(job): job for owners in self.owners.values() for job, _, _ in owners.values()}.values())
         self.schedulers.clear()
         self.owners.clear()
         for job in jobs:

@@ -15,7 +15,7 @@ from mt.decode import translate_ids
 from mt.model import build_model
 from mt.recipe import label_smoothed_loss
 from mt.symbols import EOS
-from tests.conftest import ROOT, TINY, read_metrics, run_mt
+from tests.conftest import ROOT, TINY, lines_of, read_metrics, run_mt
 
 
 def test_tiny_model_memorises_64_pairs_exactly():
@@ -39,7 +39,7 @@ def test_tiny_model_memorises_64_pairs_exactly():
         if step % 50 == 0:
             model.eval()
             greedy = DecodeConfig(beam_size=1, alpha=0.0, max_len_a=0.0, max_len_b=12, batch_tokens=4096)
-            out = translate_ids(ModelBackend(model), [p[0] for p in pairs], greedy)
+            out = translate_ids(ModelBackend(model), lines_of([p[0] for p in pairs]), greedy)
             model.train()
             exact = [h[0].tokens for h in out] == [p[1] for p in pairs]
             if exact:

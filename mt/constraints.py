@@ -104,6 +104,7 @@ class ConstrainedBeamSearch(BeamSearch):
     """Beam search whose hypotheses contain every term of their sentence (see the module docstring). Sentences
     join an idle search only: the banks are counted over the sentences that start together."""
 
+    @torch.no_grad()
     def join(self, parts: list[list[tuple[int, SentenceRequest]]]) -> None:
         if self.sentences:
             raise ValueError("constrained beam search takes sentences into an idle search only")
@@ -116,6 +117,7 @@ class ConstrainedBeamSearch(BeamSearch):
                                   torch.full((rows,), -1, device=device), torch.zeros(rows, dtype=torch.long,
                                                                                        device=device))
 
+    @torch.no_grad()
     def step(self):
         k, n = self.k, self.sentences
         row_terms, row_lengths = (t.repeat_interleave(k, 0) for t in (self.terms.tokens, self.terms.lengths))

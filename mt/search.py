@@ -251,6 +251,7 @@ class GreedySearch:
         """Source positions of the live rows' memory (every row counted as wide as the widest)."""
         return 0 if self.rows == 0 else self.memory.size(1)
 
+    @torch.no_grad()
     def join(self, parts: list[list[tuple[int, Row]]]) -> None:
         """Rows (id, Row), in parts, start before the next step."""
         rows = [row for part in parts for row in part]
@@ -290,6 +291,7 @@ class GreedySearch:
     def model_device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @torch.no_grad()
     def step(self) -> Ended:
         """One token for every live row; the rows that ended, with their hypotheses."""
         if self.use_cache:
@@ -420,6 +422,7 @@ class BeamSearch:
     def width(self) -> int:
         return 0 if self.sentences == 0 else self.memory.size(1)
 
+    @torch.no_grad()
     def join(self, parts: list[list[tuple[int, SentenceRequest]]]) -> None:
         """Sentences (id, request), in parts, start before the next step: K beams each, only the first of which
         may expand at their first step."""
@@ -491,6 +494,7 @@ class BeamSearch:
         return next_token_logits(self.model, self.memory, self.src_mask, self._decoder_input(),
                                  self.cache).float().log_softmax(-1)
 
+    @torch.no_grad()
     def step(self) -> Ended:
         """One token for every live beam; the sentences that ended, with their hypotheses."""
         k = self.k

@@ -17,7 +17,7 @@ from mt.alignment import cross_attention
 from mt.checkpoint import load_checkpoint, translation_weights
 from mt.config import config_from_dict
 from mt.constraints import ConstrainedBeamSearch
-from mt.decoding import Hypothesis, SentenceRequest, Translator
+from mt.decoding import Hypothesis, SentenceRequest, Translator, grouped
 from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.model import Transformer, build_model
@@ -42,11 +42,8 @@ class ModelBackend:
         return self.model.cfg.max_positions
 
     def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
-        groups: dict[tuple, list[int]] = {}
-        for i, request in enumerate(requests):
-            groups.setdefault(request.group, []).append(i)
         results: list[list[Hypothesis]] = [[] for _ in requests]
-        for index in groups.values():
+        for index in grouped(requests):
             scheduler, rows = self.scheduler([requests[i] for i in index])
             found = dict(scheduler.run())
             for k, i in enumerate(index):  # a request's rows (its samples) in the order drawn

@@ -167,11 +167,10 @@ class OutputClosed(Exception):
 
 
 def _check_device(device: str) -> None:
-    if device not in DEVICES:
-        raise MtError(f"--device: one of {', '.join(DEVICES)}, got '{device}'")
+    """Before any work: a device name mt does not know is a one-line error."""
+    from mt.runtime import check_device_name
 
-
-DEVICES = ("auto", "cpu", "cuda")
+    check_device_name(device, "--device")
 
 
 def _exit_without_teardown() -> None:

@@ -141,13 +141,14 @@ _SECTION_CLASSES = {
     "train": TrainConfig,
     "decode": DecodeConfig,
 }
+DEVICES = ("auto", "cpu", "cuda")
 _CHOICES = {
     ("tokenizer", "type"): ("bpe", "unigram"),
     ("model", "norm"): ("post", "pre"),
     ("model", "activation"): ("relu", "swish"),
     ("model", "positions"): ("interleaved", "concatenated"),
     ("model", "decoder_start"): ("bos", "pad"),
-    ("train", "device"): ("auto", "cpu", "cuda"),
+    ("train", "device"): DEVICES,
     ("train", "precision"): ("fp32", "bf16", "fp16"),
     ("train", "best_metric"): ("bleu", "chrf", "loss"),
 }

@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from mt.config import DecodeConfig, config_from_dict
-from mt.decoding import Hypothesis, SentenceRequest, Translator, length_penalty
+from mt.decoding import Hypothesis, SentenceRequest, Translator, grouped, length_penalty
 from mt.errors import MtError
 from mt.scheduler import in_static_batches
 from mt.tokenizer import Tokenizer
@@ -101,11 +101,8 @@ class Ct2Backend:
         if any(r.terms for r in requests):
             raise MtError("constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
                           "constrained search)")
-        groups: dict[tuple, list[int]] = {}
-        for i, request in enumerate(requests):
-            groups.setdefault(request.group, []).append(i)
         results: list[list[Hypothesis]] = [[] for _ in requests]
-        for index in groups.values():
+        for index in grouped(requests):
             group = [requests[i] for i in index]
             found = in_static_batches([len(r.source) + 1 for r in group], group[0].opts.batch_tokens,
                                       lambda batch: self._batch([group[i] for i in batch]))

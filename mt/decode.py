@@ -79,6 +79,11 @@ def sentence_requests(lines: list[LineIds], opts: DecodeConfig, nbest: int, max_
     return requests
 
 
+def search_options(opts: DecodeConfig, nbest: int) -> DecodeConfig:
+    """A line's decode settings: beam search keeps at least `nbest` beams (sampling draws `nbest`)."""
+    return opts if opts.sampling else replace(opts, beam_size=max(opts.beam_size, nbest))
+
+
 def _report_cut(on_truncate, index: int, length: int, room: int, part: str) -> None:
     if on_truncate is not None and length > room:
         on_truncate(index, length, room, part)
@@ -89,8 +94,7 @@ def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *,
     """Hypotheses of encoded lines, in input order: `nbest` per line (beam size at least `nbest`; with
     opts.sampling, `nbest` samples), one empty hypothesis for an empty line (see `sentence_requests`). With
     `attention`, each hypothesis carries its cross-attention over the source (`Backend.attention`)."""
-    if not opts.sampling:
-        opts = replace(opts, beam_size=max(opts.beam_size, nbest))
+    opts = search_options(opts, nbest)
     requests = sentence_requests(lines, opts, nbest, backend.max_positions, on_truncate)
     todo = [i for i, r in enumerate(requests) if r is not None]
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in requests]

@@ -49,6 +49,14 @@ class SentenceRequest:
         return search, o.batch_tokens, self.nbest, o.beam_size, o.alpha
 
 
+def grouped(requests: list[SentenceRequest]) -> list[list[int]]:
+    """Indices of the requests that can share batches (equal `group`), in order of first appearance."""
+    groups: dict[tuple, list[int]] = {}
+    for i, request in enumerate(requests):
+        groups.setdefault(request.group, []).append(i)
+    return list(groups.values())
+
+
 @dataclass
 class Hypothesis:
     tokens: list[int]  # without BOS and EOS

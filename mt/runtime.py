@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from mt.config import TrainConfig
+from mt.config import DEVICES, TrainConfig
 from mt.errors import ConfigError
 
 
@@ -45,8 +45,14 @@ class Runtime:
         return values
 
 
+def check_device_name(name: str, option: str) -> None:
+    if name not in DEVICES:
+        raise ConfigError(f"{option}: one of {', '.join(DEVICES)}, got '{name}'")
+
+
 def pick_device(name: str, option: str = "train.device") -> torch.device:
     """auto, cpu or cuda as a torch device; `option` names the setting in the error."""
+    check_device_name(name, option)
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"{option} is cuda but no CUDA device is available")
     if name == "auto":

@@ -27,11 +27,11 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from mt.config import decode_with
-from mt.decode import LineText, encode_lines, sentence_requests, translations
+from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
 from mt.decoding import Hypothesis, Translator
 from mt.errors import MtError
 from mt.segments import joined, split_html, split_text
-from mt.serving import DecodeWorker, Overloaded, StepStats, search_options
+from mt.serving import DecodeWorker, Overloaded, StepStats
 from mt.translate import LineFormat, line_text
 from mt.translators import load_translator
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from mt.backend import ModelBackend
 from mt.decoding import Hypothesis, SentenceRequest, Translator
@@ -211,7 +211,3 @@ class DecodeWorker:
             if not job.done.done():
                 job.done.set_exception(error)
 
-
-def search_options(opts, nbest: int):
-    """A request's decode settings: beam search keeps at least `nbest` beams (sampling draws `nbest`)."""
-    return opts if opts.sampling else replace(opts, beam_size=max(opts.beam_size, nbest))

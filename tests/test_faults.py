@@ -253,10 +253,15 @@ def _wait_for_line(proc, prefix: str, timeout: float = 300) -> list[str]:
     raise AssertionError(f"no line starting {prefix!r}: {seen}")
 
 
+def _endless_training(out: Path, save_every: int) -> tuple[list[str], subprocess.Popen]:
+    """A tiny run that logs every step and never evaluates, started: its arguments and its process."""
+    args = tiny_overrides(out, **{"train.max_steps": 100000, "train.log_every": 1, "train.eval_every": 100000,
+                                  "train.save_every": save_every})
+    return args, mt_process("train", TINY, *args)
+
+
 def test_sigint_stops_training_with_130_after_saving(tmp_path):
-    args = tiny_overrides(tmp_path, **{"train.max_steps": 100000, "train.log_every": 1, "train.eval_every": 100000,
-                                       "train.save_every": 100000})
-    proc = mt_process("train", TINY, *args)
+    _, proc = _endless_training(tmp_path, save_every=100000)
     try:
         _wait_for_line(proc, "step 2:")
         proc.send_signal(signal.SIGINT)
@@ -293,9 +298,7 @@ def test_sigterm_during_a_dev_evaluation_stops_within_seconds(tmp_path):
 
 
 def test_sigkill_mid_training_loses_at_most_the_steps_since_the_last_checkpoint(tmp_path):
-    args = tiny_overrides(tmp_path, **{"train.max_steps": 100000, "train.log_every": 1, "train.eval_every": 100000,
-                                       "train.save_every": 5})
-    proc = mt_process("train", TINY, *args)
+    args, proc = _endless_training(tmp_path, save_every=5)
     try:
         _wait_for_line(proc, "step 7:")
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
 import signal
@@ -31,7 +32,7 @@ from mt.decode import LineText, encode_lines, search_options, sentence_requests,
 from mt.decoding import Hypothesis, Translator
 from mt.errors import MtError
 from mt.segments import joined, split_html, split_text
-from mt.serving import DecodeWorker, Overloaded, StepStats
+from mt.serving import DecodeThread, DecodeWorker, Overloaded, StepStats
 from mt.translate import LineFormat, line_text
 from mt.translators import load_translator
 
@@ -123,6 +124,7 @@ class Metrics(StepStats):
 @dataclass
 class Server:
     models: dict[tuple[str, str], ServedModel]
+    decoder: DecodeThread
     limits: Limits
     metrics: Metrics
     api_keys: ApiKeys | None = None
@@ -423,21 +425,25 @@ class ServeSettings:
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
-    """Every model loaded, its worker started and warmed with one sentence."""
+    """Every model loaded on the decode thread, given a worker there, and warmed with one sentence."""
     pairs = [(s.source, s.target) for s in specs]
     if len(set(pairs)) < len(pairs):
         raise MtError("-m: a language pair is given twice")
     api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys else None
-    metrics, models = Metrics(), {}
-    for spec in specs:
-        translator = load_translator(list(spec.paths), settings.device)
-        worker = DecodeWorker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)
-        models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
-        warm = sentence_requests(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
-                                 translator.backend.max_positions)
-        worker.submit([r for r in warm if r is not None]).done.result()
-        log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)}")
-    return Server(models, settings.limits, metrics, api_keys, settings.log_text, ready=True)
+    metrics, models, decoder = Metrics(), {}, DecodeThread()
+    try:
+        for spec in specs:
+            translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device))
+            worker = decoder.add_worker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)
+            models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
+            warm = sentence_requests(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
+                                     translator.backend.max_positions)
+            worker.submit([r for r in warm if r is not None]).done.result()
+            log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)}")
+    except BaseException:
+        decoder.stop()
+        raise
+    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True)
 
 
 def serve(server: Server, settings: ServeSettings) -> None:
@@ -467,5 +473,4 @@ def serve(server: Server, settings: ServeSettings) -> None:
     try:
         ReadyLine(config).run()
     finally:
-        for served in server.models.values():
-            served.worker.stop()
+        server.decoder.stop()

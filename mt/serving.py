@@ -1,17 +1,24 @@
-"""`mt serve`'s decoding side: one worker thread per served model, which feeds every sentence of every request
-into that model's running decode.
+"""`mt serve`'s decoding side: one thread that runs every served model, and feeds every sentence of every request
+into its model's running decode.
 
-A request's sentences arrive as one `Job`. With mt's own model the worker keeps one scheduler per group of
-search settings (mt/scheduler.py, `join_running`): a sentence that arrives while others decode joins at the next
-step boundary when the token budget has room, and gets the output it would get alone. An exported CTranslate2
-model has no step-level batch to join: the worker decodes what has arrived together, in one call. The worker is
-the only thread that runs the model.
+A request's sentences arrive as one `Job` for one model's `DecodeWorker`. With mt's own model the worker keeps
+one scheduler per group of search settings (mt/scheduler.py, `join_running`): a sentence that arrives while
+others decode joins at the next step boundary when the token budget has room, and gets the output it would get
+alone. An exported CTranslate2 model has no step-level batch to join: the worker decodes what has arrived
+together, in one call.
+
+The `DecodeThread` is the only thread that runs torch: it loads the models and steps each model's decode in
+turn. torch's CPU thread pool (GNU OpenMP) belongs to the thread that first uses it; a second thread running
+torch starts a second pool, and with more pool threads than cores OpenMP's threads sleep at every barrier
+instead of spinning. Decoding in a thread of its own after loading the model in the main thread made every
+small operation cost about 60 us instead of 5, and a beam-4 sentence of the demo model 2x slower.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -47,21 +54,75 @@ class StepStats:
         pass
 
 
+class DecodeThread:
+    """The one thread that runs the models: `call` runs a function there (loading a model), `add_worker` gives a
+    model its worker, and between calls the thread steps every busy worker's decode in turn."""
+
+    def __init__(self):
+        self.lock = threading.Condition()
+        self.workers: list[DecodeWorker] = []
+        self.calls: list[tuple[Callable, Future]] = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="mt-decode", daemon=True)
+        self.thread.start()
+
+    def call(self, function: Callable):
+        """function() run on the decode thread; its result, or its exception raised here."""
+        future: Future = Future()
+        with self.lock:
+            self.calls.append((function, future))
+            self.lock.notify()
+        return future.result()
+
+    def add_worker(self, translator: Translator, max_queued_tokens: int, batching: bool = True,
+                   stats: StepStats | None = None) -> DecodeWorker:
+        worker = DecodeWorker(self, translator, max_queued_tokens, batching, stats)
+        with self.lock:
+            self.workers.append(worker)
+        return worker
+
+    def stop(self) -> None:
+        """Refuse new requests, finish what was accepted, then end the thread."""
+        with self.lock:
+            self.stopping = True
+            self.lock.notify()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                while not self.calls and not self._busy() and not self.stopping:
+                    self.lock.wait()
+                if self.stopping and not self.calls and not self._busy():
+                    return
+                calls, self.calls = self.calls, []
+                turns = [(worker, worker.take()) for worker in self.workers]
+            for function, future in calls:
+                try:
+                    future.set_result(function())
+                except BaseException as error:  # raised again in the caller's thread
+                    future.set_exception(error)
+            for worker, (jobs, cancelled) in turns:
+                worker.turn(jobs, cancelled)
+
+    def _busy(self) -> bool:
+        return any(worker.busy for worker in self.workers)
+
+
 class DecodeWorker:
-    def __init__(self, translator: Translator, max_queued_tokens: int, batching: bool = True,
+    """One model's queue and running decode; its `turn`s run on the decode thread."""
+
+    def __init__(self, owner: DecodeThread, translator: Translator, max_queued_tokens: int, batching: bool = True,
                  stats: StepStats | None = None):
+        self.owner, self.lock = owner, owner.lock
         self.translator, self.max_queued_tokens, self.batching = translator, max_queued_tokens, batching
         self.stats = stats or StepStats()
-        self.lock = threading.Condition()
         self.inbox: list[Job] = []
         self.cancelled: list[Job] = []  # jobs whose waiting sentences the worker drops
         self.queued_tokens = 0
-        self.stopping = False
         self.schedulers: dict[tuple, tuple[Scheduler, int]] = {}  # group -> scheduler, rows per request
         self.owners: dict[tuple, dict[int, tuple[Job, int, int]]] = {}  # group -> row id -> (job, request, row)
         self.ids = itertools.count()
-        self.thread = threading.Thread(target=self._run, name="mt-decode", daemon=True)
-        self.thread.start()
 
     # ------------------------------------------------------------ the server's side
 
@@ -69,7 +130,7 @@ class DecodeWorker:
         """Queue a request's sentences; Overloaded when they do not fit beside those queued."""
         job = Job(requests, attention, tokens=sum(len(r.source) + 1 for r in requests))
         with self.lock:
-            if self.stopping:
+            if self.owner.stopping:
                 raise Overloaded("the server is shutting down")
             if self.queued_tokens and self.queued_tokens + job.tokens > self.max_queued_tokens:
                 raise Overloaded(f"{self.queued_tokens} source tokens are queued; try again shortly")
@@ -93,29 +154,26 @@ class DecodeWorker:
                 self.cancelled.append(job)
             self.lock.notify()
 
-    def stop(self) -> None:
-        """Finish what was accepted, then end the thread."""
-        with self.lock:
-            self.stopping = True
-            self.lock.notify()
-        self.thread.join()
+    # ------------------------------------------------------------ on the decode thread
 
-    # ------------------------------------------------------------ the worker thread
+    @property
+    def busy(self) -> bool:
+        """Whether a turn has work (read under the lock)."""
+        return bool(self.inbox or self.cancelled) or not self._idle()
 
-    def _run(self) -> None:
-        while True:
-            with self.lock:
-                while not self.inbox and self._idle() and not self.stopping:
-                    self.lock.wait()
-                if self.stopping and not self.inbox and self._idle():
-                    return
-                jobs, cancelled, self.cancelled = self._take(), self.cancelled, []
-            try:
-                self._drop(cancelled)
-                self._admit(jobs)
-                self._step()
-            except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
-                self._fail_all(error)
+    def take(self) -> tuple[list[Job], list[Job]]:
+        """Under the lock: the jobs that join now and the jobs cancelled since the last turn."""
+        cancelled, self.cancelled = self.cancelled, []
+        return self._take(), cancelled
+
+    def turn(self, jobs: list[Job], cancelled: list[Job]) -> None:
+        """Drop what was cancelled, admit what joins, one step of each running search."""
+        try:
+            self._drop(cancelled)
+            self._admit(jobs)
+            self._step()
+        except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
+            self._fail_all(error, jobs)
 
     def _take(self) -> list[Job]:
         """What joins now: every waiting job, or with batching off the next one once the model is idle."""
@@ -201,8 +259,10 @@ class DecodeWorker:
             with self.lock:
                 self._release(job)
 
-    def _fail_all(self, error: Exception) -> None:
-        jobs = list({id(job): job for owners in self.owners.values() for job, _, _ in owners.values()}.values())
+    def _fail_all(self, error: Exception, joining: list[Job]) -> None:
+        """Every job with sentences in a search, and those that were joining, gets `error`."""
+        held = [job for owners in self.owners.values() for job, _, _ in owners.values()]
+        jobs = list({id(job): job for job in held + joining}.values())
         self.schedulers.clear()
         self.owners.clear()
         for job in jobs:

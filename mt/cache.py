@@ -109,10 +109,13 @@ class DecoderCache:
     def join(self, sentences: int, device) -> None:
         """`sentences` new sentences (G rows each) join after the others; they start at the next step, and the
         step's memory and source mask end with theirs (their source keys and values are projected then).
-        Positions before the first start of any sentence are dropped: none can see them (finding them reads one
-        number from the device, once per join)."""
+        Positions before the first start of any sentence are dropped (none can see them; finding them reads one
+        number from the device, once per join) when they are half of those filled or the buffers must grow
+        anyway: else the new rows are written in place, beside positions they do not see."""
         start = self.start if self.start is not None else torch.zeros(self._rows(), dtype=torch.long, device=device)
         drop = int(start.min()) if start.numel() else self.length
+        if 2 * drop < self.length and all(layer.has_room(sentences) for layer in self.layers):
+            drop = 0
         for layer in self.layers:
             layer.join(sentences, drop, self.length)
         if self.ancestry is not None:  # positions shift by `drop`; the new sentences' rows read their own slots
@@ -193,14 +196,23 @@ class LayerCache:
             grown[:, :, :length] = buffer[:, :, :length]
         return grown
 
+    def has_room(self, rows: int) -> bool:
+        """Whether `rows` more rows fit in the buffers' memory (a batch that lost rows keeps their room)."""
+        return self.k is None or _with_rows(self.k, self.k.size(0) + rows) is not None
+
     def join(self, rows: int, drop: int, length: int) -> None:
         """`rows` rows after the others, zero at the positions before their start (masked, but a product with
-        uninitialised memory could be NaN); the first `drop` of the `length` filled positions left out."""
+        uninitialised memory could be NaN); the first `drop` of the `length` filled positions left out. In place
+        when nothing is dropped and the rows fit; else new buffers with room for as many rows again."""
         def joined(buffer):
             if buffer is None:
                 return None
-            grown = buffer.new_empty(buffer.size(0) + rows, *buffer.shape[1:])
-            grown[:buffer.size(0), :, :length - drop] = buffer[:, :, drop:length]
+            total = buffer.size(0) + rows
+            grown = _with_rows(buffer, total) if drop == 0 else None
+            if grown is None:
+                spare = buffer.new_empty(2 * total, *buffer.shape[1:])
+                grown = spare[:total]
+                grown[:buffer.size(0), :, :length - drop] = buffer[:, :, drop:length]
             grown[buffer.size(0):, :, :length - drop] = 0
             return grown
         self.k, self.v = joined(self.k), joined(self.v)
@@ -259,3 +271,13 @@ def _widened(kv: torch.Tensor, width: int) -> torch.Tensor:
     if kv.size(2) >= width:
         return kv
     return torch.nn.functional.pad(kv, (0, 0, 0, width - kv.size(2)))
+
+
+def _with_rows(buffer: torch.Tensor, rows: int) -> torch.Tensor | None:
+    """`buffer`'s first `rows` rows, in place, when its memory holds them (it is a batch's first rows, as `kept_rows`
+    leaves it on a CPU); else None."""
+    if buffer.storage_offset() != 0 or not buffer.is_contiguous():
+        return None
+    if buffer.untyped_storage().nbytes() < rows * buffer.stride(0) * buffer.element_size():
+        return None
+    return buffer.as_strided((rows, *buffer.shape[1:]), buffer.stride())

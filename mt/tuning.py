@@ -12,7 +12,7 @@ import ctypes.util
 import os
 
 TRAINING_COMMANDS = (["train"], ["bench", "train"])
-MODEL_COMMANDS = TRAINING_COMMANDS + (["translate"], ["evaluate"])  # they run a model: mallopt pays off
+MODEL_COMMANDS = TRAINING_COMMANDS + (["translate"], ["evaluate"], ["serve"])  # they run a model: mallopt pays off
 
 
 def command_of(args: list[str]) -> list[str]:

@@ -1,9 +1,10 @@
 """An OPUS-MT base model's shape (d 512, 6+6 layers, 8 heads, FFN 2048, vocabulary 58,101, swish) with random
 weights, saved as Hugging Face saves one; then, on this CPU: `mt import` time; `mt translate` speed on the dev
-set against CTranslate2 converted by its own converter (ct2-transformers-converter), run in turns; one
-fine-tuning step (forward, backward, Adam) of mt against a plain Hugging Face loop on the same batch.
+set against CTranslate2 converted by its own converter (ct2-transformers-converter), run in turns, both in
+batches of --batch-tokens source tokens and to at most 256 output tokens; one fine-tuning step (forward,
+backward, Adam) of mt against a plain Hugging Face loop on the same batch.
 
-    python scripts/bench_marian.py [--rounds 2] [--lines 883] [--work /tmp/bench-marian]
+    python scripts/bench_marian.py [--rounds 2] [--lines 300] [--batch-tokens 2048] [--work /tmp/bench-marian]
 
 Needs the dev extra (transformers) and the ct2 extra. Prints one JSON object per measurement.
 """
@@ -77,9 +78,10 @@ def mt_command(*args, stdin=None) -> float:
     return time.perf_counter() - start
 
 
-def ct2_translate(ct2_dir: Path, hf_dir: Path, lines: list[str], beam: int) -> tuple[float, int]:
+def ct2_translate(ct2_dir: Path, hf_dir: Path, lines: list[str], beam: int, batch_tokens: int) -> tuple[float, int]:
     """CTranslate2 as its documentation shows: its Translator, sentencepiece pieces in and out, its own batching
-    (max_batch_size 32), 2 threads; the time includes loading the model and tokenizing, as `mt translate`'s."""
+    (`batch_tokens` source tokens a batch, as mt's), 2 threads; the time includes loading the model and
+    tokenizing, as `mt translate`'s."""
     code = f"""
 import sys, time; start = time.perf_counter()
 import ctranslate2, sentencepiece as spm
@@ -88,7 +90,7 @@ tgt = spm.SentencePieceProcessor(model_file={str(hf_dir / 'target.spm')!r})
 tr = ctranslate2.Translator({str(ct2_dir)!r}, device="cpu", intra_threads=2)
 lines = open({str(DATA / 'dev.de')!r}, encoding="utf-8").read().splitlines()[:{len(lines)}]
 out = tr.translate_batch([p + ["</s>"] for p in src.encode(lines, out_type=str)], beam_size={beam},
-                         max_batch_size=32, max_decoding_length=256)
+                         max_batch_size={batch_tokens}, batch_type="tokens", max_decoding_length=256)
 text = [tgt.decode(r.hypotheses[0]) for r in out]
 print(time.perf_counter() - start, sum(len(r.hypotheses[0]) for r in out))
 """
@@ -97,7 +99,7 @@ print(time.perf_counter() - start, sum(len(r.hypotheses[0]) for r in out))
     return time.perf_counter() - start, int(out[1])
 
 
-def decoding(work: Path, rounds: int, n_lines: int) -> None:
+def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int) -> None:
     lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:n_lines]
     (work / "dev.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
     for beam in (4, 1):
@@ -105,10 +107,10 @@ def decoding(work: Path, rounds: int, n_lines: int) -> None:
         for _ in range(rounds):  # in turns: a noisy spell of the machine hits both
             with open(work / "dev.de", "rb") as stdin:
                 times["mt"].append(mt_command("translate", "-c", work / "model.pt", "--beam-size", beam, "--alpha",
-                                              "0", "--max-len-a", "0", "--max-len-b", "255", "--device", "cpu",
-                                              stdin=stdin))
-            times["ctranslate2"].append(ct2_translate(work / "ct2", work / "hf", lines, beam)[0])
-        report(f"translate dev ({n_lines} lines), beam {beam}", times, lines=n_lines)
+                                              "0", "--max-len-a", "0", "--max-len-b", "255", "--batch-tokens",
+                                              batch_tokens, "--device", "cpu", stdin=stdin))
+            times["ctranslate2"].append(ct2_translate(work / "ct2", work / "hf", lines, beam, batch_tokens)[0])
+        report(f"translate dev ({n_lines} lines), beam {beam}", times, lines=n_lines, batch_tokens=batch_tokens)
 
 
 def training_step(work: Path, rounds: int) -> None:
@@ -175,7 +177,8 @@ def report(what: str, times: dict[str, list[float]], **extra) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--lines", type=int, default=883)
+    parser.add_argument("--lines", type=int, default=300)
+    parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-marian"))
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -186,7 +189,7 @@ def main() -> None:
     if not (args.work / "ct2" / "model.bin").exists():
         from ctranslate2.converters import TransformersConverter
         TransformersConverter(str(args.work / "hf")).convert(str(args.work / "ct2"), force=True)
-    decoding(args.work, args.rounds, args.lines)
+    decoding(args.work, args.rounds, args.lines, args.batch_tokens)
     training_step(args.work, args.rounds)
 
 

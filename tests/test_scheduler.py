@@ -1,6 +1,8 @@
 """The scheduler feeds a running search: a sentence submitted mid-batch joins it at a step boundary and gets the
 output it gets alone; offline, batches are the length-sorted parts of the budget."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -70,6 +72,32 @@ def test_late_beam_sentences_see_only_their_own_positions():
         found.update(scheduler.run())
         assert [h.tokens for h in found[99]] == [h.tokens for h in alone]
         assert [h.score for h in found[99]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
+@pytest.mark.parametrize("join_every", [1, 3])
+def test_waves_of_late_sentences_join_mostly_in_place_and_each_gets_its_output_alone(join_every):
+    """A server's traffic: a wave of sentences every two steps. The cache takes most waves into the room that
+    ended sentences left (the same memory), and every sentence gets the output it gets alone."""
+    model = random_model(VOCAB, seed=6)
+    backend = ModelBackend(model)
+    opts = DecodeConfig(beam_size=3, alpha=0.6, max_len_a=1.0, max_len_b=12, batch_tokens=4096)
+    waves = [_requests(random_sources(4, VOCAB, seed=30 + w), opts) for w in range(6)]
+    search, policy, _ = backend.new_search(waves[0][0], join_running=True)
+    scheduler = Scheduler(search, replace(policy, join_every=join_every))
+    found, buffers = {}, set()
+    for w, wave in enumerate(waves):
+        scheduler.submit([_item(r, 100 * w + i, False) for i, r in enumerate(wave)])
+        for _ in range(2):
+            found.update(scheduler.step())
+            if search.rows:
+                buffers.add(search.cache.layers[0].k.untyped_storage().data_ptr())
+    found.update(scheduler.run())
+    assert len(buffers) < len(waves)  # some waves joined without new buffers
+    for w, wave in enumerate(waves):
+        for i, request in enumerate(wave):
+            alone = _alone(backend, request)
+            assert [h.tokens for h in found[100 * w + i]] == [h.tokens for h in alone]
+            assert [h.score for h in found[100 * w + i]] == pytest.approx([h.score for h in alone], abs=1e-5)
 
 
 def test_an_idle_search_takes_one_part_and_a_static_policy_waits_for_the_batch_to_end():

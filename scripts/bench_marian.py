@@ -1,10 +1,12 @@
 """An OPUS-MT base model's shape (d 512, 6+6 layers, 8 heads, FFN 2048, vocabulary 58,101, swish) with random
 weights, saved as Hugging Face saves one; then, on this CPU: `mt import` time; `mt translate` speed on the dev
 set against CTranslate2 converted by its own converter (ct2-transformers-converter), run in turns, both in
-batches of --batch-tokens source tokens and to at most 256 output tokens; one fine-tuning step (forward,
-backward, Adam) of mt against a plain Hugging Face loop on the same batch.
+batches of --batch-tokens source tokens and to at most --max-len output tokens (random weights seldom end a
+sentence, so most lines run to it); one fine-tuning step (forward, backward, Adam) of mt against a plain
+Hugging Face loop on the same batch.
 
-    python scripts/bench_marian.py [--rounds 2] [--lines 300] [--batch-tokens 2048] [--work /tmp/bench-marian]
+    python scripts/bench_marian.py [--rounds 2] [--lines 100] [--max-len 64] [--batch-tokens 2048]
+        [--measure import,decode,train] [--work /tmp/bench-marian]
 
 Needs the dev extra (transformers) and the ct2 extra. Prints one JSON object per measurement.
 """
@@ -78,7 +80,8 @@ def mt_command(*args, stdin=None) -> float:
     return time.perf_counter() - start
 
 
-def ct2_translate(ct2_dir: Path, hf_dir: Path, lines: list[str], beam: int, batch_tokens: int) -> tuple[float, int]:
+def ct2_translate(ct2_dir: Path, hf_dir: Path, lines: list[str], beam: int, batch_tokens: int,
+                  max_len: int) -> tuple[float, int]:
     """CTranslate2 as its documentation shows: its Translator, sentencepiece pieces in and out, its own batching
     (`batch_tokens` source tokens a batch, as mt's), 2 threads; the time includes loading the model and
     tokenizing, as `mt translate`'s."""
@@ -90,7 +93,7 @@ tgt = spm.SentencePieceProcessor(model_file={str(hf_dir / 'target.spm')!r})
 tr = ctranslate2.Translator({str(ct2_dir)!r}, device="cpu", intra_threads=2)
 lines = open({str(DATA / 'dev.de')!r}, encoding="utf-8").read().splitlines()[:{len(lines)}]
 out = tr.translate_batch([p + ["</s>"] for p in src.encode(lines, out_type=str)], beam_size={beam},
-                         max_batch_size={batch_tokens}, batch_type="tokens", max_decoding_length=256)
+                         max_batch_size={batch_tokens}, batch_type="tokens", max_decoding_length={max_len})
 text = [tgt.decode(r.hypotheses[0]) for r in out]
 print(time.perf_counter() - start, sum(len(r.hypotheses[0]) for r in out))
 """
@@ -99,7 +102,7 @@ print(time.perf_counter() - start, sum(len(r.hypotheses[0]) for r in out))
     return time.perf_counter() - start, int(out[1])
 
 
-def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int) -> None:
+def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int, max_len: int) -> None:
     lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:n_lines]
     (work / "dev.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
     for beam in (4, 1):
@@ -107,10 +110,12 @@ def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int) -> None:
         for _ in range(rounds):  # in turns: a noisy spell of the machine hits both
             with open(work / "dev.de", "rb") as stdin:
                 times["mt"].append(mt_command("translate", "-c", work / "model.pt", "--beam-size", beam, "--alpha",
-                                              "0", "--max-len-a", "0", "--max-len-b", "255", "--batch-tokens",
+                                              "0", "--max-len-a", "0", "--max-len-b", max_len - 1, "--batch-tokens",
                                               batch_tokens, "--device", "cpu", stdin=stdin))
-            times["ctranslate2"].append(ct2_translate(work / "ct2", work / "hf", lines, beam, batch_tokens)[0])
-        report(f"translate dev ({n_lines} lines), beam {beam}", times, lines=n_lines, batch_tokens=batch_tokens)
+            times["ctranslate2"].append(ct2_translate(work / "ct2", work / "hf", lines, beam, batch_tokens,
+                                                      max_len)[0])
+        report(f"translate dev ({n_lines} lines), beam {beam}", times, lines=n_lines, batch_tokens=batch_tokens,
+               max_len=max_len)
 
 
 def training_step(work: Path, rounds: int) -> None:
@@ -177,20 +182,26 @@ def report(what: str, times: dict[str, list[float]], **extra) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--lines", type=int, default=300)
+    parser.add_argument("--lines", type=int, default=100)
+    parser.add_argument("--max-len", type=int, default=64, help="output tokens at most, EOS included")
     parser.add_argument("--batch-tokens", type=int, default=2048)
+    parser.add_argument("--measure", default="import,decode,train", help="which measurements, comma-separated")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-marian"))
     args = parser.parse_args()
     torch.set_num_threads(2)
     if not (args.work / "hf" / "config.json").exists():
         build(args.work / "hf")
-    imports = [mt_command("import", args.work / "hf", "-o", args.work / "model.pt") for _ in range(args.rounds)]
-    print(json.dumps({"measure": "mt import (a process, start to end)", "s": [round(t, 2) for t in imports]}))
+    measure = args.measure.split(",")
+    if "import" in measure or not (args.work / "model.pt").exists():
+        imports = [mt_command("import", args.work / "hf", "-o", args.work / "model.pt") for _ in range(args.rounds)]
+        print(json.dumps({"measure": "mt import (a process, start to end)", "s": [round(t, 2) for t in imports]}))
     if not (args.work / "ct2" / "model.bin").exists():
         from ctranslate2.converters import TransformersConverter
         TransformersConverter(str(args.work / "hf")).convert(str(args.work / "ct2"), force=True)
-    decoding(args.work, args.rounds, args.lines, args.batch_tokens)
-    training_step(args.work, args.rounds)
+    if "decode" in measure:
+        decoding(args.work, args.rounds, args.lines, args.batch_tokens, args.max_len)
+    if "train" in measure:
+        training_step(args.work, args.rounds)
 
 
 if __name__ == "__main__":

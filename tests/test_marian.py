@@ -198,6 +198,23 @@ def test_mt_export_equals_ctranslate2_own_converter(marian, tmp_path):
     assert max(abs(a.scores[0] - b.scores[0]) for a, b in zip(ours, theirs)) < 1e-4
 
 
+def test_mt_serve_translates_an_imported_model_as_mt_translate_does(marian):
+    """The imported checkpoint behind a real `mt serve`: its native endpoint gives `mt translate`'s lines."""
+    from tests.test_server import RunningServer
+
+    _, _, _, checkpoint = marian
+    lines = LINES[:8]
+    offline = run_mt("translate", "-c", checkpoint, "--device", "cpu",
+                     input="\n".join(lines) + "\n").stdout.splitlines()
+    server = RunningServer(checkpoint, "--device", "cpu")
+    try:
+        answer = server.post("/mt/translate", json={"source": "de", "target": "en", "lines": lines})
+        assert answer.status_code == 200, answer.text
+        assert [r["hypotheses"][0]["text"] for r in answer.json()["results"]] == offline
+    finally:
+        assert server.stop() == 0
+
+
 def test_import_command_prints_the_sections_a_fine_tuning_config_needs(spm_models, tmp_path):
     make_marian(tmp_path / "hf", spm_models["both"], spm_models["both"], "swish")
     proc = run_mt("import", tmp_path / "hf", "-o", tmp_path / "model.pt")

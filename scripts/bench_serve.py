@@ -17,8 +17,8 @@ each on a free port; with --rounds N the servers take turns N times.
 
 The `offline` row is `mt translate -c CKPT -i FILE` over the first --offline-lines dev lines, one process: lines
 over (its wall time less that of the same command on one line, i.e. less start-up and model load). The `alone`
-reference is each of the first --alone-lines dev lines decoded alone in-process (translate_lines on one line),
-for the one-client latency target.
+reference is each of the first --alone-lines dev lines decoded alone in-process, as the sentences a
+one-line request is split into (translate_lines on them together), for the one-client latency target.
 
 LibreTranslate runs from its own virtual environment (--ltvenv, with `pip install libretranslate`), offline:
 the bench writes two Argos packages (de->en and en->de, the same model files, so that LibreTranslate finds two
@@ -319,15 +319,17 @@ import json, sys, time
 from mt.tuning import tune_process
 tune_process(["translate"])  # what `mt translate` sets before torch is imported
 from mt.decode import translate_lines
+from mt.segments import split_text
 from mt.translators import load_translator
 model, device, path = sys.argv[1:4]
 tr = load_translator(model, device)
 lines = open(path, encoding="utf-8").read().splitlines()
 translate_lines(tr, ["warm up"], tr.cfg.decode)
 out = []
-for line in lines:
+for line in lines:  # the sentences a one-line request becomes, decoded together as the server decodes them
+    sentences = [p.text.strip() for p in split_text(line) if p.translate]
     t0 = time.perf_counter()
-    translate_lines(tr, [line], tr.cfg.decode)
+    translate_lines(tr, sentences, tr.cfg.decode)
     out.append(time.perf_counter() - t0)
 print(json.dumps(out))
 '''

@@ -194,10 +194,14 @@ class DecodeWorker:
 
     def _admit(self, jobs: list[Job]) -> None:
         backend = self.translator.backend
-        if not isinstance(backend, ModelBackend):  # CTranslate2: what arrived together, in one call
-            for job in jobs:
-                if job.requests and not job.cancelled:
-                    self._deliver(job, backend.search(job.requests))
+        if not isinstance(backend, ModelBackend):  # CTranslate2: every job that arrived together, in one call
+            live = [job for job in jobs if job.requests and not job.cancelled]
+            found = backend.search([r for job in live for r in job.requests]) if live else []
+            self.stats.step(len(found))
+            at = 0
+            for job in live:
+                self._deliver(job, found[at:at + len(job.requests)])
+                at += len(job.requests)
             return
         for job in jobs:
             for k, request in enumerate(job.requests):

@@ -84,6 +84,29 @@ def single_sentence_lines(count: int) -> list[str]:
     return [line for line in lines if line.strip() and not re.search(r"[.!?…]\s", line)][:count]
 
 
+def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(checkpoint, tmp_path):
+    """A CTranslate2 export behind mt serve: the requests that arrive together decode in one call, and each
+    client gets what `mt translate -c EXPORT` gives for its line."""
+    run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
+    dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines, busy = dev[:16], dev * 2  # the long request keeps the worker busy while the 16 arrive
+    expected = [json.loads(e)["hypotheses"][0] for e in translate_offline(tmp_path / "ct2", lines, "--output-format",
+                                                                          "json")]
+    running = RunningServer(tmp_path / "ct2", "--max-sentences", "2000", "--max-chars", "1000000")
+    try:
+        with ThreadPoolExecutor(17) as pool:
+            long_one = pool.submit(running.post, "/mt/translate", json={"lines": busy, "source": "de", "target": "en"})
+            time.sleep(0.5)
+            answers = list(pool.map(lambda line: running.post("/mt/translate", json={
+                "lines": [line], "source": "de", "target": "en"}).json(), lines))
+            assert long_one.result().status_code == 200
+        assert [a["results"][0]["hypotheses"][0] for a in answers] == expected  # texts and scores
+        rows = re.search(r"^mt_decode_step_rows_count (\S+)", running.get("/metrics").text, re.M)
+        assert float(rows.group(1)) < 1 + 1 + len(lines)  # warm-up, the long one, and the 16 not one by one
+    finally:
+        assert running.stop() == 0
+
+
 def test_libretranslate_endpoints_answer_as_libretranslate_does(server, checkpoint):
     assert server.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]}]
     assert server.get("/health").json() == {"status": "ok"}

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -422,6 +423,7 @@ class ServeSettings:
     api_keys: str | None = None
     batching: bool = True  # sentences of concurrent requests decode together (off: one request at a time)
     log_text: bool = False
+    threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
@@ -432,6 +434,8 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys else None
     metrics, models, decoder = Metrics(), {}, DecodeThread()
     try:
+        if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count
+            decoder.call(functools.partial(torch.set_num_threads, settings.threads))
         for spec in specs:
             translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device))
             worker = decoder.add_worker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)

@@ -107,6 +107,24 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
         assert running.stop() == 0
 
 
+def test_threads_sets_how_many_threads_the_decoding_runs_on(checkpoint, tmp_path):
+    """--threads N: torch and CTranslate2 decode on N threads (the server process has one more OS thread per
+    thread of theirs); the answers stay those of `mt translate`."""
+    run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
+    line = single_sentence_lines(1)[0]
+    expected = translate_offline(tmp_path / "ct2", [line])
+    counts = {}
+    for threads in (1, 2):
+        running = RunningServer(tmp_path / "ct2", "--threads", str(threads))
+        try:
+            answer = running.post("/translate", json={"q": line, "source": "de", "target": "en"}).json()
+            assert answer == {"translatedText": expected[0]}
+            counts[threads] = len(os.listdir(f"/proc/{running.proc.pid}/task"))
+        finally:
+            assert running.stop() == 0
+    assert counts[2] > counts[1]
+
+
 def test_libretranslate_endpoints_answer_as_libretranslate_does(server, checkpoint):
     assert server.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]}]
     assert server.get("/health").json() == {"status": "ok"}

@@ -10,9 +10,10 @@ A `Scheduler` feeds one search (mt/search.py) with what is submitted to it, befo
 
 Sentences can be submitted while the search runs (a server's requests): they join at a step boundary when the
 budget has room, at most every `join_every` steps (each join encodes the new sources and widens the batch's
-buffers: under a steady stream of requests, fewer and larger joins cost less). Offline the policies are the fastest measured: greedy search refills its batch in parts of a
-quarter of the budget (a step's time is mostly fixed cost when it has few rows: on a CPU, 0.21 ms a row at 10
-rows, 0.07 at 80); beam search decodes static batches of the whole budget (refilling it measured slower).
+buffers: under a steady stream of requests, fewer and larger joins cost less). Offline the policies are the
+fastest measured: greedy search refills its batch in parts of a quarter of the budget (a step's time is mostly
+fixed cost when it has few rows: on a CPU, 0.21 ms a row at 10 rows, 0.07 at 80); beam search decodes static
+batches of the whole budget (refilling it measured slower).
 """
 
 from __future__ import annotations

@@ -84,15 +84,22 @@ def single_sentence_lines(count: int) -> list[str]:
     return [line for line in lines if line.strip() and not re.search(r"[.!?…]\s", line)][:count]
 
 
-def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(checkpoint, tmp_path):
+@pytest.fixture(scope="module")
+def exported(checkpoint, tmp_path_factory) -> Path:
+    """The tiny checkpoint as a CTranslate2 directory (`mt export`)."""
+    folder = tmp_path_factory.mktemp("export") / "ct2"
+    run_mt("export", "-c", checkpoint, "-o", folder)
+    return folder
+
+
+def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(exported):
     """A CTranslate2 export behind mt serve: the requests that arrive together decode in one call, and each
     client gets what `mt translate -c EXPORT` gives for its line."""
-    run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
     dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
     lines, busy = dev[:16], dev * 2  # the long request keeps the worker busy while the 16 arrive
-    expected = [json.loads(e)["hypotheses"][0] for e in translate_offline(tmp_path / "ct2", lines, "--output-format",
+    expected = [json.loads(e)["hypotheses"][0] for e in translate_offline(exported, lines, "--output-format",
                                                                           "json")]
-    running = RunningServer(tmp_path / "ct2", "--max-sentences", "2000", "--max-chars", "1000000")
+    running = RunningServer(exported, "--max-sentences", "2000", "--max-chars", "1000000")
     try:
         with ThreadPoolExecutor(17) as pool:
             long_one = pool.submit(running.post, "/mt/translate", json={"lines": busy, "source": "de", "target": "en"})
@@ -107,15 +114,14 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
         assert running.stop() == 0
 
 
-def test_threads_sets_how_many_threads_the_decoding_runs_on(checkpoint, tmp_path):
+def test_threads_sets_how_many_threads_the_decoding_runs_on(exported):
     """--threads N: torch and CTranslate2 decode on N threads (the server process has one more OS thread per
     thread of theirs); the answers stay those of `mt translate`."""
-    run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
     line = single_sentence_lines(1)[0]
-    expected = translate_offline(tmp_path / "ct2", [line])
+    expected = translate_offline(exported, [line])
     counts = {}
     for threads in (1, 2):
-        running = RunningServer(tmp_path / "ct2", "--threads", str(threads))
+        running = RunningServer(exported, "--threads", str(threads))
         try:
             answer = running.post("/translate", json={"q": line, "source": "de", "target": "en"}).json()
             assert answer == {"translatedText": expected[0]}

@@ -75,7 +75,7 @@ class Scheduler:
 
     def step(self) -> Ended:
         """Admit what fits, then one step of the search: what ended in it."""
-        joining = self._admitted()
+        joining = self._coalesced(self._admitted())
         if joining:
             self.search.join([[(w.id, w.item) for w in part] for part in joining])
             self.steps_since_join = 0
@@ -102,6 +102,18 @@ class Scheduler:
             taken.append(self.waiting.pop(0))
             rows, width = rows + len(part), part_width
         return taken
+
+
+    def _coalesced(self, parts: list[list[Waiting]]) -> list[list[Waiting]]:
+        """Parts that join at one step, merged by width into as few as fit `part_tokens` each (rows x widest):
+        a server's requests arrive as many small parts, and each part is encoded as one batch."""
+        merged: list[list[Waiting]] = []
+        for part in sorted(parts, key=lambda p: max(w.width for w in p)):
+            if merged and (len(merged[-1]) + len(part)) * max(w.width for w in part) <= self.policy.part_tokens:
+                merged[-1] = merged[-1] + part
+            else:
+                merged.append(list(part))
+        return merged
 
 
 def static_batches(widths: list[int], budget: int) -> list[list[int]]:

@@ -100,6 +100,37 @@ def test_waves_of_late_sentences_join_mostly_in_place_and_each_gets_its_output_a
             assert [h.score for h in found[100 * w + i]] == pytest.approx([h.score for h in alone], abs=1e-5)
 
 
+def test_sentences_submitted_one_by_one_join_as_one_encoded_part_when_they_fit(monkeypatch):
+    """A server submits each request on its own: those that join at one step are merged into parts of at most
+    `part_tokens` (rows x widest), each encoded as one batch, and each still gets its output alone."""
+    model = random_model(VOCAB, seed=8)
+    backend = ModelBackend(model)
+    opts = DecodeConfig(beam_size=2, alpha=0.6, max_len_a=1.0, max_len_b=8, batch_tokens=4096)
+    first = _requests(random_sources(3, VOCAB, seed=11, shortest=12, longest=12), opts)
+    late = _requests(random_sources(6, VOCAB, seed=12, shortest=3, longest=9), opts)
+    encoded = []
+    monkeypatch.setattr(model, "encode", lambda src, mask, encode=model.encode: encoded.append(src.shape)
+                        or encode(src, mask))
+    for part_tokens in (4096, 25):  # widths 4-10: all in one part, or a few in each
+        search, policy, _ = backend.new_search(first[0], join_running=True)
+        scheduler = Scheduler(search, replace(policy, part_tokens=part_tokens))
+        scheduler.submit([_item(r, i, False) for i, r in enumerate(first)])
+        found = dict(scheduler.step())
+        for i, request in enumerate(late):
+            scheduler.submit([_item(request, 100 + i, False)])
+        assert len(scheduler.waiting) == len(late)
+        encoded.clear()
+        found.update(scheduler.step())
+        assert not scheduler.waiting and sum(rows for rows, _ in encoded) == len(late)
+        assert len(encoded) == 1 if part_tokens == 4096 else 1 < len(encoded) < len(late)
+        assert all(rows * width <= part_tokens for rows, width in encoded)
+        found.update(scheduler.run())
+        for i, request in enumerate(late):
+            alone = _alone(backend, request)
+            assert [h.tokens for h in found[100 + i]] == [h.tokens for h in alone]
+            assert [h.score for h in found[100 + i]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
 def test_an_idle_search_takes_one_part_and_a_static_policy_waits_for_the_batch_to_end():
     model = random_model(VOCAB)
     backend = ModelBackend(model)

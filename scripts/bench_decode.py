@@ -1,7 +1,7 @@
 """Decoding speed against CTranslate2 called the way its documentation calls it, on the shipped dev set.
 
     python scripts/bench_decode.py --model runs/a.pt --model runs/b.pt [--beams 1,4] [--repeat 2] [--limit N]
-        [--device cuda]
+        [--device cuda] [--ct2-mkl library|0|1]
 
 Each model is exported once with `mt export` (float32, a temporary directory). Then, per model and search, these
 rows, each in a fresh process with `--threads` threads:
@@ -9,7 +9,9 @@ rows, each in a fresh process with `--threads` threads:
   path (load_translator, then mt.decode.translate_lines over all lines: what `mt translate` does);
 - `CTranslate2` at each `--ct2-batches` value: `ctranslate2.Translator(dir, intra_threads=T).translate_batch(
   pieces, beam_size=K, length_penalty=0.6, max_batch_size=N, batch_type="tokens", max_decoding_length=M)` on
-  sentencepiece pieces, as its documentation shows (N = 0 is its default: everything in one batch). M is the
+  sentencepiece pieces, as its documentation shows (N = 0 is its default: everything in one batch), with its
+  own choice of matrix products (on an Intel CPU, MKL's) or `--ct2-mkl 0|1` (its CT2_USE_MKL; `mt` sets 0
+  unless the user set it: mt/ct2_backend.py). M is the
   longest source + 50, the limit of mt's longest sentence (CTranslate2 takes one limit per call; mt's is
   per sentence: source + 50);
 - `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults (with
@@ -126,6 +128,9 @@ class Bench:
         thread count travels as OMP_NUM_THREADS); its wall seconds and stdout."""
         start = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": str(self.args.threads)}
+        env.pop("CT2_USE_MKL", None)  # the export in this process set it (mt/ct2_backend.py)
+        if self.args.ct2_mkl != "library":
+            env["CT2_USE_MKL"] = self.args.ct2_mkl
         out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr}")
@@ -176,6 +181,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where both engines decode, in float32 both")
+    parser.add_argument("--ct2-mkl", default="library", choices=["library", "0", "1"],
+                        help="CTranslate2's CT2_USE_MKL: its own choice (MKL on Intel CPUs), or 0 (oneDNN) or 1")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of all rows; the table gives medians")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", type=Path, help="another mt checkout (e.g. a git worktree of an older "
@@ -230,7 +237,7 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, base_batches, ref
     from mt.tokenizer import Tokenizer
 
     print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; {args.device.upper()}, {args.threads} "
-          f"threads; alpha {ALPHA}, max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
+          f"threads; CTranslate2's CT2_USE_MKL: {args.ct2_mkl}; alpha {ALPHA}, max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
     print("| model | search | engine | batch (source tokens) | seconds | process s | target tokens/s | BLEU |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     summary = []

@@ -1,5 +1,7 @@
 """`mt export --format ctranslate2` and `mt translate -c DIR`: the exported model decodes as mt does."""
 
+import os
+import subprocess
 import sys
 from dataclasses import replace
 
@@ -155,3 +157,16 @@ def test_auto_decodes_on_the_cpu_where_ctranslate2_cannot_use_the_gpu(exported, 
     assert "libcublas.so.12" in capsys.readouterr().err
     with pytest.raises(MtError, match="CTranslate2 cannot decode on CUDA here .*libcublas.so.12"):
         load_translator(exported, "cuda")
+
+
+@pytest.mark.parametrize("user_value, loaded_with", [(None, "0"), ("1", "1")])
+def test_ctranslate2_loads_with_onednn_unless_the_user_chose(user_value, loaded_with):
+    """CT2_USE_MKL is read when the library loads: mt sets 0 (oneDNN) before importing it, and leaves a value the
+    user set alone."""
+    env = {k: v for k, v in os.environ.items() if k != "CT2_USE_MKL"}
+    if user_value is not None:
+        env["CT2_USE_MKL"] = user_value
+    code = ("import os, sys; from mt.ct2_backend import import_ctranslate2; import_ctranslate2(); "
+            "print(os.environ['CT2_USE_MKL'], 'ctranslate2' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [loaded_with, "True"]

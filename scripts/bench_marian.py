@@ -6,7 +6,7 @@ sentence, so most lines run to it); one fine-tuning step (forward, backward, Ada
 Hugging Face loop on the same batch.
 
     python scripts/bench_marian.py [--rounds 2] [--lines 100] [--max-len 64] [--batch-tokens 2048]
-        [--measure import,decode,train] [--work /tmp/bench-marian]
+        [--measure import,decode,train] [--work /tmp/bench-marian] [--ct2-mkl library|0|1]
 
 Needs the dev extra (transformers) and the ct2 extra. Prints one JSON object per measurement.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -81,10 +82,10 @@ def mt_command(*args, stdin=None) -> float:
 
 
 def ct2_translate(ct2_dir: Path, hf_dir: Path, lines: list[str], beam: int, batch_tokens: int,
-                  max_len: int) -> tuple[float, int]:
+                  max_len: int, ct2_mkl: str = "library") -> tuple[float, int]:
     """CTranslate2 as its documentation shows: its Translator, sentencepiece pieces in and out, its own batching
     (`batch_tokens` source tokens a batch, as mt's), 2 threads; the time includes loading the model and
-    tokenizing, as `mt translate`'s."""
+    tokenizing, as `mt translate`'s. `ct2_mkl`: its CT2_USE_MKL (library: its own choice, MKL on Intel)."""
     code = f"""
 import sys, time; start = time.perf_counter()
 import ctranslate2, sentencepiece as spm
@@ -98,11 +99,15 @@ text = [tgt.decode(r.hypotheses[0]) for r in out]
 print(time.perf_counter() - start, sum(len(r.hypotheses[0]) for r in out))
 """
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    env = {k: v for k, v in os.environ.items() if k != "CT2_USE_MKL"}
+    if ct2_mkl != "library":
+        env["CT2_USE_MKL"] = ct2_mkl
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         env=env).stdout.split()
     return time.perf_counter() - start, int(out[1])
 
 
-def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int, max_len: int) -> None:
+def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int, max_len: int, ct2_mkl: str) -> None:
     lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:n_lines]
     (work / "dev.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
     for beam in (4, 1):
@@ -113,9 +118,9 @@ def decoding(work: Path, rounds: int, n_lines: int, batch_tokens: int, max_len: 
                                               "0", "--max-len-a", "0", "--max-len-b", max_len - 1, "--batch-tokens",
                                               batch_tokens, "--device", "cpu", stdin=stdin))
             times["ctranslate2"].append(ct2_translate(work / "ct2", work / "hf", lines, beam, batch_tokens,
-                                                      max_len)[0])
+                                                      max_len, ct2_mkl)[0])
         report(f"translate dev ({n_lines} lines), beam {beam}", times, lines=n_lines, batch_tokens=batch_tokens,
-               max_len=max_len)
+               max_len=max_len, ct2_use_mkl=ct2_mkl)
 
 
 def training_step(work: Path, rounds: int) -> None:
@@ -187,6 +192,8 @@ def main() -> None:
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--measure", default="import,decode,train", help="which measurements, comma-separated")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-marian"))
+    parser.add_argument("--ct2-mkl", default="library", choices=["library", "0", "1"],
+                        help="CTranslate2's CT2_USE_MKL: its own choice (MKL on Intel CPUs), or 0 (oneDNN) or 1")
     args = parser.parse_args()
     torch.set_num_threads(2)
     if not (args.work / "hf" / "config.json").exists():
@@ -199,7 +206,7 @@ def main() -> None:
         from ctranslate2.converters import TransformersConverter
         TransformersConverter(str(args.work / "hf")).convert(str(args.work / "ct2"), force=True)
     if "decode" in measure:
-        decoding(args.work, args.rounds, args.lines, args.batch_tokens, args.max_len)
+        decoding(args.work, args.rounds, args.lines, args.batch_tokens, args.max_len, args.ct2_mkl)
     if "train" in measure:
         training_step(args.work, args.rounds)
 

@@ -6,6 +6,9 @@ as the ceiling.
     python scripts/bench_serve.py --model CKPT [--pair de:en] [--concurrency 1,8,32,128] [--seconds 15]
         [--servers mt,mt-no-batching,libretranslate,offline] [--rounds 1] [--ltvenv /tmp/ltvenv] [--json]
 
+`mt-export`, `mt-export-no-batching` and `offline-export` are the same rows with the checkpoint exported to
+CTranslate2 (`mt export`, the directory LibreTranslate's package is made of) and served or translated by mt.
+
 Each client of a cell sends its next request (LibreTranslate's `POST /translate`) as soon as the previous one is
 answered, until `--seconds` have passed; requests in flight then are waited for. Requests are one dev line
 (`sentence`) or 20 dev lines joined with newlines as one `q` (`document`), taken in turn from
@@ -25,6 +28,9 @@ the bench writes two Argos packages (de->en and en->de, the same model files, so
 and does not fetch its model index) into a private data folder, and a launcher that replaces Argos's sentence
 splitter (minisbd, which downloads a model at first use) with a regular expression splitting after . ! ? before
 white space. Argos decodes with beam 4 and its own length penalty (0.2), in sub-batches of 32 tokens.
+LibreTranslate gets the CTranslate2 setting that was fastest for it here: as many threads as cores
+(ARGOS_INTRA_THREADS, `--lt-intra-threads`) with oneDNN's matrix products (CT2_USE_MKL=0, `--lt-ct2-mkl`); at
+CTranslate2's own choice on an Intel CPU (MKL) two threads made one sentence 131 ms against 20.
 """
 
 from __future__ import annotations
@@ -204,11 +210,12 @@ class Proc:
         return self.proc.returncode
 
 
-def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, work: Path) -> tuple[Proc, str]:
+def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, work: Path,
+             name: str = "mt") -> tuple[Proc, str]:
     argv = MT + ["serve", "-m", f"{pair[0]}:{pair[1]}={model}", "--port", "0", "--device", device]
     if not batching:
         argv.append("--no-batching")
-    proc = Proc(argv, None, work / f"mt-serve{'' if batching else '-no-batching'}.log")
+    proc = Proc(argv, None, work / f"{name}.log")
     t0 = time.time()
     while time.time() - t0 < 300:
         if proc.proc.poll() is not None:
@@ -221,8 +228,11 @@ def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, wor
     raise RuntimeError(f"mt serve not ready in 300 s:\n{proc.tail()}")
 
 
-def lt_env(work: Path, device: str, intra_threads: int | None = None) -> dict:
+def lt_env(work: Path, device: str, intra_threads: int | None = None, ct2_mkl: str = "0") -> dict:
     env = dict(os.environ)
+    env.pop("CT2_USE_MKL", None)
+    if ct2_mkl != "library":
+        env["CT2_USE_MKL"] = ct2_mkl
     for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
         env[var] = str(work / "lt" / sub)
     env["ARGOS_PACKAGES_DIR"] = str(work / "lt" / "packages")
@@ -233,15 +243,21 @@ def lt_env(work: Path, device: str, intra_threads: int | None = None) -> dict:
     return env
 
 
+def exported(model: str, work: Path) -> Path:
+    """The model exported to CTranslate2 once per bench (for LibreTranslate and the mt-export rows)."""
+    export = work / "export"
+    if not export.exists():
+        subprocess.run(MT + ["export", "-c", model, "-o", str(export)], check=True, cwd=ROOT)
+    return export
+
+
 def prepare_lt(model: str, pair: tuple[str, str], ltvenv: Path, device: str, work: Path) -> Path:
     """Export the model, pack and install two Argos packages, write the launcher; the launcher's path."""
     python = ltvenv / "bin" / "python"
     if not python.exists():
         raise RuntimeError(f"no {python}: make it with `python3 -m venv {ltvenv} && {ltvenv}/bin/pip install "
                            "libretranslate`")
-    export = work / "export"
-    if not export.exists():
-        subprocess.run(MT + ["export", "-c", model, "-o", str(export)], check=True, cwd=ROOT)
+    export = exported(model, work)
     joint = (export / "source.spm").read_bytes() == (export / "target.spm").read_bytes()
     if not joint:
         print("note: the model's sentencepiece models are not joint; Argos decodes the target with the source "
@@ -272,13 +288,13 @@ def prepare_lt(model: str, pair: tuple[str, str], ltvenv: Path, device: str, wor
 
 
 def start_lt(launcher: Path, pair: tuple[str, str], ltvenv: Path, device: str, work: Path,
-             intra_threads: int | None) -> tuple[Proc, str]:
+             intra_threads: int | None, ct2_mkl: str) -> tuple[Proc, str]:
     import httpx
 
     port = free_port()
     argv = [str(ltvenv / "bin" / "python"), str(launcher), "--host", "127.0.0.1", "--port", str(port),
             "--load-only", f"{pair[0]},{pair[1]}"]
-    proc = Proc(argv, lt_env(work, device, intra_threads), work / "libretranslate.log")
+    proc = Proc(argv, lt_env(work, device, intra_threads, ct2_mkl), work / "libretranslate.log")
     url = f"http://127.0.0.1:{port}"
     t0 = time.time()
     while time.time() - t0 < 300:
@@ -367,7 +383,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--ltvenv", default="/tmp/ltvenv", help="virtual environment with libretranslate")
-    ap.add_argument("--lt-intra-threads", type=int, default=1,
+    ap.add_argument("--lt-ct2-mkl", default="0", choices=["library", "0", "1"],
+                    help="CT2_USE_MKL for LibreTranslate (library: CTranslate2's own choice, MKL on Intel CPUs)")
+    ap.add_argument("--lt-intra-threads", type=int, default=os.cpu_count() or 1,
                     help="ARGOS_INTRA_THREADS for LibreTranslate (-1: Argos's default, 0 = CTranslate2's choice)")
     ap.add_argument("--offline-lines", type=int, default=300)
     ap.add_argument("--alone-lines", type=int, default=50)
@@ -409,6 +427,10 @@ def main() -> None:
 
     for rnd in range(args.rounds):
         for server in servers:
+            if server == "offline-export":
+                emit({"round": rnd, "server": server, "load": load_now(),
+                      **offline(str(exported(model, work)), lines[:args.offline_lines], args.device, work)})
+                continue
             if server == "offline":
                 row = {"round": rnd, "server": "offline", "load": load_now(),
                        **offline(model, lines[:args.offline_lines], args.device, work)}
@@ -420,9 +442,12 @@ def main() -> None:
             try:
                 if server == "libretranslate":
                     proc, url = start_lt(launcher, pair, Path(args.ltvenv), args.device, work,
-                                          args.lt_intra_threads if args.lt_intra_threads >= 0 else None)
+                                          args.lt_intra_threads if args.lt_intra_threads >= 0 else None,
+                                          args.lt_ct2_mkl)
                 else:
-                    proc, url = start_mt(model, pair, server == "mt", args.device, work)
+                    served = str(exported(model, work)) if server.startswith("mt-export") else model
+                    proc, url = start_mt(served, pair, not server.endswith("no-batching"), args.device, work,
+                                         server)
             except Exception as e:
                 notes.append(f"{server} round {rnd}: did not start: {e}")
                 print(notes[-1], file=sys.stderr)
@@ -455,8 +480,8 @@ def print_table(results: list[dict], notes: list[str], work: Path) -> None:
               f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']} | {r.get('refused_503', '')} | {r['lost']} | "
               f"{r.get('server_rss_mb', '')} |")
     for r in results:
-        if r["server"] == "offline":
-            print(f"| offline `mt translate` | {r['lines']} lines | - | {r['sentences_per_s']:.1f} "
+        if r["server"].startswith("offline"):
+            print(f"| {r['server']} `mt translate` | {r['lines']} lines | - | {r['sentences_per_s']:.1f} "
                   f"({r['sentences_per_s_with_startup']:.1f} with start-up) | | | | | |")
         if r["server"] == "alone":
             print(f"| in-process, one line alone | {r['lines']} lines | 1 | - | {r['p50_ms']:.0f} | | | | |")

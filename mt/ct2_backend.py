@@ -28,7 +28,7 @@ def import_ctranslate2():
     """The ctranslate2 module, on an Intel CPU with oneDNN's matrix products rather than MKL's unless the user
     set CT2_USE_MKL (read when the library loads): with two threads MKL's made a beam-4 sentence of the demo
     model take 114 ms against 15 (a batch of 40: 54 against 166 sentences/s; one thread 22 ms either way;
-    CTranslate2 4.8.5, 2-core Intel Xeon; `python scripts/bench_serve.py --ct2-mkl` re-measures)."""
+    CTranslate2 4.8.5, 2-core Intel Xeon; `python scripts/bench_decode.py --ct2-mkl 0|library` re-measures)."""
     os.environ.setdefault("CT2_USE_MKL", "0")
     try:
         import ctranslate2

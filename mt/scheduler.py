@@ -103,17 +103,13 @@ class Scheduler:
             rows, width = rows + len(part), part_width
         return taken
 
-
     def _coalesced(self, parts: list[list[Waiting]]) -> list[list[Waiting]]:
-        """Parts that join at one step, merged by width into as few as fit `part_tokens` each (rows x widest):
-        a server's requests arrive as many small parts, and each part is encoded as one batch."""
-        merged: list[list[Waiting]] = []
-        for part in sorted(parts, key=lambda p: max(w.width for w in p)):
-            if merged and (len(merged[-1]) + len(part)) * max(w.width for w in part) <= self.policy.part_tokens:
-                merged[-1] = merged[-1] + part
-            else:
-                merged.append(list(part))
-        return merged
+        """Parts that join at one step, regrouped as `submit` groups sentences (length-sorted, at most
+        `part_tokens` each): a server's requests arrive as many small parts, and each part is encoded as one
+        batch."""
+        joining = [w for part in parts for w in part]
+        return [[joining[i] for i in part] for part in static_batches([w.width for w in joining],
+                                                                      self.policy.part_tokens)]
 
 
 def static_batches(widths: list[int], budget: int) -> list[list[int]]:

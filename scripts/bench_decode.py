@@ -237,7 +237,8 @@ def report(bench: Bench, args, beams, mt_batches, ct2_batches, base_batches, ref
     from mt.tokenizer import Tokenizer
 
     print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; {args.device.upper()}, {args.threads} "
-          f"threads; CTranslate2's CT2_USE_MKL: {args.ct2_mkl}; alpha {ALPHA}, max length source + {MAX_LEN_B}; medians of {args.repeat} round(s)")
+          f"threads; CTranslate2's CT2_USE_MKL: {args.ct2_mkl}; alpha {ALPHA}, max length source + {MAX_LEN_B}; "
+          f"medians of {args.repeat} round(s)")
     print("| model | search | engine | batch (source tokens) | seconds | process s | target tokens/s | BLEU |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     summary = []

@@ -12,6 +12,8 @@ from mt.config import TokenizerConfig
 from mt.errors import DataError
 from mt.symbols import BOS, EOS, PAD, UNK
 
+THREADED_ENCODE_LINES = 64  # fewer lines are encoded one by one (`Tokenizer.encode`)
+
 
 class Tokenizer:
     """One sentencepiece model: text <-> ids. Ids exclude BOS/EOS; callers add them."""
@@ -27,6 +29,11 @@ class Tokenizer:
         return self.sp.get_piece_size()
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Each line's ids. Sentencepiece encodes a list on threads it starts at every call (0.2 ms): 1.7x
+        faster for a file's 20,000 lines on 2 cores, but for a server request's few sentences, beside a running
+        decode, starting them took 1.8 ms a request; few lines are encoded one by one."""
+        if len(lines) < THREADED_ENCODE_LINES:
+            return [self.sp.encode(line, out_type=int) for line in lines]
         return self.sp.encode(list(lines), out_type=int)
 
     def piece_id(self, piece: str) -> int | None:

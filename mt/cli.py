@@ -284,6 +284,8 @@ def serve(
     log_text: Annotated[bool, typer.Option("--log-text", help="Log request texts (off: sizes only).")] = False,
     threads: Annotated[int, typer.Option(min=0, help="CPU threads a model decodes with (torch's and CTranslate2's); "
                                          "0: torch's default (the cores).")] = 0,
+    parallel_batches: Annotated[int, typer.Option(min=1, help="Exported models on a CPU: batches CTranslate2 "
+                                                  "decodes at once, each on threads / N threads.")] = 1,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
     from mt.server import Limits, ModelSpec, ServeSettings, load_server, serve as run
@@ -291,7 +293,7 @@ def serve(
     _check_device(device)
     specs = [ModelSpec.parse(text) for text in model]
     settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
-                             batching, log_text, threads)
+                             batching, log_text, threads, parallel_batches)
     run(load_server(specs, settings, _warn), settings)
 
 

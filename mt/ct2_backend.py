@@ -41,8 +41,10 @@ def is_exported(path: str | Path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
-def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: str | None = None) -> Translator:
-    """An exported directory as a Translator; `quantize` is a CTranslate2 compute type (e.g. int8)."""
+def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: str | None = None,
+                        parallel: int = 1) -> Translator:
+    """An exported directory as a Translator; `quantize` is a CTranslate2 compute type (e.g. int8). `parallel`:
+    on a CPU, batches CTranslate2 decodes at once (its inter_threads), each on an equal share of the threads."""
     directory = Path(directory)
     if not is_exported(directory):
         raise MtError(f"{directory}: a directory, but not one written by `mt export`")
@@ -54,7 +56,7 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
     try:
         src_tok = Tokenizer((directory / "source.spm").read_bytes())
         tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
-        translator = _ct2_translator(ct2, directory, device, quantize or "default")
+        translator = _ct2_translator(ct2, directory, device, quantize or "default", parallel)
     except (OSError, RuntimeError, ValueError) as e:  # unreadable, a broken sentencepiece or CTranslate2 model
         raise MtError(f"{directory}: not a usable exported model ({_first_line(e)}); export it again") from None
     return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
@@ -74,13 +76,14 @@ def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-def _ct2_translator(ct2, directory: Path, device: str, compute_type: str):
+def _ct2_translator(ct2, directory: Path, device: str, compute_type: str, parallel: int = 1):
     """CTranslate2's Translator on `device`; `auto` is CUDA only where CTranslate2 can decode there. Its wheels
     need CUDA 12's libraries (libcublas.so.12), which a machine with a GPU may lack (an H100 with CUDA 13 only),
     and it says so only at the first translation: so a one-token translation is tried first."""
     def make(on: str):
-        return ct2.Translator(str(directory), device=on, compute_type=compute_type,
-                              intra_threads=torch.get_num_threads())
+        batches = parallel if on == "cpu" else 1
+        return ct2.Translator(str(directory), device=on, compute_type=compute_type, inter_threads=batches,
+                              intra_threads=max(1, torch.get_num_threads() // batches))
 
     if device == "cpu" or (device == "auto" and ct2.get_cuda_device_count() == 0):
         return make("cpu")
@@ -100,6 +103,7 @@ class Ct2Backend:
 
     def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int):
         self.translator, self.max_positions = translator, max_positions
+        self.parallel = translator.num_translators  # calls that decode at once (from as many threads)
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
     def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:

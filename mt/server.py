@@ -424,6 +424,7 @@ class ServeSettings:
     batching: bool = True  # sentences of concurrent requests decode together (off: one request at a time)
     log_text: bool = False
     threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
+    parallel_batches: int = 1  # exported models on a CPU: batches CTranslate2 decodes at once
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
@@ -437,7 +438,8 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
         if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count
             decoder.call(functools.partial(torch.set_num_threads, settings.threads))
         for spec in specs:
-            translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device))
+            translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
+                                                        ct2_parallel=settings.parallel_batches))
             worker = decoder.add_worker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)
             models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
             warm = sentence_requests(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,

@@ -5,7 +5,8 @@ A request's sentences arrive as one `Job` for one model's `DecodeWorker`. With m
 one scheduler per group of search settings (mt/scheduler.py, `join_running`): a sentence that arrives while
 others decode joins at the next step boundary when the token budget has room, and gets the output it would get
 alone. An exported CTranslate2 model has no step-level batch to join: the worker decodes what has arrived
-together, in one call.
+together, in one call, from a caller thread of its own; CTranslate2 decodes `parallel` such calls at once (its
+inter_threads), so that sentences arriving while one batch decodes start on a free thread instead of waiting.
 
 The `DecodeThread` is the only thread that runs torch: it loads the models and steps each model's decode in
 turn. torch's CPU thread pool (GNU OpenMP) belongs to the thread that first uses it; a second thread running
@@ -19,7 +20,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from mt.backend import ModelBackend
@@ -91,13 +92,15 @@ class DecodeThread:
             self.stopping = True
             self.lock.notify()
         self.thread.join()
+        for worker in self.workers:
+            worker.close()
 
     def _run(self) -> None:
         while True:
             with self.lock:
-                while not self.calls and not self._busy() and not self.stopping:
+                while not self.calls and not self._ready() and not (self.stopping and not self._pending()):
                     self.lock.wait()
-                if self.stopping and not self.calls and not self._busy():
+                if self.stopping and not self.calls and not self._pending():
                     return
                 calls, self.calls = self.calls, []
                 turns = [(worker, worker.take()) for worker in self.workers]
@@ -109,8 +112,11 @@ class DecodeThread:
             for worker, (jobs, cancelled) in turns:
                 worker.turn(jobs, cancelled)
 
-    def _busy(self) -> bool:
-        return any(worker.busy for worker in self.workers)
+    def _ready(self) -> bool:
+        return any(worker.ready for worker in self.workers)
+
+    def _pending(self) -> bool:
+        return any(worker.pending for worker in self.workers)
 
 
 class DecodeWorker:
@@ -121,6 +127,10 @@ class DecodeWorker:
         self.owner, self.lock = owner, owner.lock
         self.translator, self.max_queued_tokens, self.batching = translator, max_queued_tokens, batching
         self.stats = stats or StepStats()
+        self.stepped = isinstance(translator.backend, ModelBackend)  # mt's model: joins at steps; else whole calls
+        self.parallel = 1 if self.stepped else translator.backend.parallel
+        self.calls_running = 0  # CTranslate2 calls decoding now, each on a caller thread
+        self.callers = None if self.stepped else ThreadPoolExecutor(self.parallel, thread_name_prefix="mt-ct2")
         self.inbox: list[Job] = []
         self.cancelled: list[Job] = []  # jobs whose waiting sentences the worker drops
         self.queued_tokens = 0
@@ -161,9 +171,14 @@ class DecodeWorker:
     # ------------------------------------------------------------ on the decode thread
 
     @property
-    def busy(self) -> bool:
-        """Whether a turn has work (read under the lock)."""
-        return bool(self.inbox or self.cancelled) or not self._idle()
+    def ready(self) -> bool:
+        """Whether a turn has work now (read under the lock)."""
+        return bool(self.cancelled) or (bool(self.inbox) and self._can_take()) or self._stepping()
+
+    @property
+    def pending(self) -> bool:
+        """Whether anything accepted is still to be answered (read under the lock)."""
+        return bool(self.inbox) or self._stepping() or self.calls_running > 0
 
     def take(self) -> tuple[list[Job], list[Job]]:
         """Under the lock: the jobs that join now and the jobs cancelled since the last turn."""
@@ -171,7 +186,13 @@ class DecodeWorker:
         return self._take(), cancelled
 
     def turn(self, jobs: list[Job], cancelled: list[Job]) -> None:
-        """Drop what was cancelled, admit what joins, one step of each running search."""
+        """Drop what was cancelled, admit what joins, one step of each running search; or hand the jobs to a
+        CTranslate2 call."""
+        if not self.stepped:
+            self._drop(cancelled)
+            if jobs:
+                self.callers.submit(self._call, jobs)
+            return
         try:
             self._drop(cancelled)
             self._admit(jobs)
@@ -179,30 +200,49 @@ class DecodeWorker:
         except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
             self._fail_all(error, jobs)
 
+    def close(self) -> None:
+        if self.callers is not None:
+            self.callers.shutdown()
+
     def _take(self) -> list[Job]:
-        """What joins now: every waiting job, or with batching off the next one once the model is idle."""
-        if self.batching:
-            jobs, self.inbox = self.inbox, []
-        elif self._idle() and self.inbox:
-            jobs = [self.inbox.pop(0)]
-        else:
-            jobs = []
+        """What joins now: every waiting job (CTranslate2: while a call can start), or with batching off the next
+        one once the model is idle."""
+        if not (self.inbox and self._can_take()):
+            return []
+        jobs = self.inbox if self.batching else self.inbox[:1]
+        self.inbox = self.inbox[len(jobs):]
+        if not self.stepped:
+            self.calls_running += 1
         return jobs
 
-    def _idle(self) -> bool:
-        return all(scheduler.idle for scheduler, _ in self.schedulers.values())
+    def _can_take(self) -> bool:
+        if self.batching:
+            return self.calls_running < self.parallel
+        return not self._stepping() and self.calls_running == 0
 
-    def _admit(self, jobs: list[Job]) -> None:
-        backend = self.translator.backend
-        if not isinstance(backend, ModelBackend):  # CTranslate2: every job that arrived together, in one call
-            live = [job for job in jobs if job.requests and not job.cancelled]
-            found = backend.search([r for job in live for r in job.requests]) if live else []
+    def _stepping(self) -> bool:
+        """Whether a search has rows or sentences waiting to join."""
+        return not all(scheduler.idle for scheduler, _ in self.schedulers.values())
+
+    def _call(self, jobs: list[Job]) -> None:
+        """On a caller thread: one CTranslate2 search of every sentence of the jobs that arrived together."""
+        live = [job for job in jobs if job.requests and not job.cancelled]
+        try:
+            found = self.translator.backend.search([r for job in live for r in job.requests]) if live else []
             self.stats.step(len(found))
             at = 0
             for job in live:
                 self._deliver(job, found[at:at + len(job.requests)])
                 at += len(job.requests)
-            return
+        except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
+            for job in live:
+                self._fail(job, error)
+        finally:
+            with self.lock:
+                self.calls_running -= 1
+                self.lock.notify()
+
+    def _admit(self, jobs: list[Job]) -> None:
         for job in jobs:
             for k, request in enumerate(job.requests):
                 self._submit(job, k, request)
@@ -275,8 +315,11 @@ class DecodeWorker:
         self.schedulers.clear()
         self.owners.clear()
         for job in jobs:
-            with self.lock:
-                self._release(job)
-            if not job.done.done():
-                job.done.set_exception(error)
+            self._fail(job, error)
+
+    def _fail(self, job: Job, error: Exception) -> None:
+        with self.lock:
+            self._release(job)
+        if not job.done.done():
+            job.done.set_exception(error)
 

@@ -14,11 +14,12 @@ from mt.errors import MtError
 
 
 def load_translator(path: str | Path | list[str | Path], device: str = "auto", quantize: str | None = None,
-                    raw_weights: bool = False) -> Translator:
+                    raw_weights: bool = False, ct2_parallel: int = 1) -> Translator:
     """A checkpoint file (mt's model), a directory written by `mt export` (CTranslate2), or a list of
     checkpoints (an ensemble), as a Translator. `quantize="int8"` decodes with int8 weights: mt's dynamic
     quantization (CPU only), or CTranslate2's. `raw_weights`: a checkpoint's last-update weights, not its
-    averaged ones (an export holds one set)."""
+    averaged ones (an export holds one set). `ct2_parallel`: batches an exported model decodes at once on a CPU
+    (calls from as many threads, as `mt serve` makes)."""
     if isinstance(path, (list, tuple)):
         if len(path) > 1:
             for p in path:
@@ -30,5 +31,5 @@ def load_translator(path: str | Path | list[str | Path], device: str = "auto", q
     if Path(path).is_dir():
         if raw_weights:
             raise MtError(f"{path}: --raw-weights needs a checkpoint; an exported directory holds one set of weights")
-        return load_ct2_translator(path, device, quantize)
+        return load_ct2_translator(path, device, quantize, ct2_parallel)
     return load_model_translator(path, device, quantize, raw_weights)

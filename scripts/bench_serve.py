@@ -7,7 +7,9 @@ as the ceiling.
         [--servers mt,mt-no-batching,libretranslate,offline] [--rounds 1] [--ltvenv /tmp/ltvenv] [--json]
 
 `mt-export`, `mt-export-no-batching` and `offline-export` are the same rows with the checkpoint exported to
-CTranslate2 (`mt export`, the directory LibreTranslate's package is made of) and served or translated by mt.
+CTranslate2 (`mt export`, the directory LibreTranslate's package is made of) and served or translated by mt;
+`mt-export-parallel` serves the export with `--parallel-batches` as many as the cores (CTranslate2 decodes that
+many calls at once, each on one thread).
 
 Each client of a cell sends its next request (LibreTranslate's `POST /translate`) as soon as the previous one is
 answered, until `--seconds` have passed; requests in flight then are waited for. Requests are one dev line
@@ -215,8 +217,9 @@ class Proc:
 
 
 def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, work: Path,
-             name: str = "mt") -> tuple[Proc, str]:
-    argv = MT + ["serve", "-m", f"{pair[0]}:{pair[1]}={model}", "--port", "0", "--device", device]
+             name: str = "mt", parallel_batches: int = 1) -> tuple[Proc, str]:
+    argv = MT + ["serve", "-m", f"{pair[0]}:{pair[1]}={model}", "--port", "0", "--device", device,
+                 "--parallel-batches", str(parallel_batches)]
     if not batching:
         argv.append("--no-batching")
     proc = Proc(argv, None, work / f"{name}.log")
@@ -448,8 +451,9 @@ def main() -> None:
                                           args.lt_ct2_mkl)
                 else:
                     served = str(exported(model, work)) if server.startswith("mt-export") else model
+                    parallel = (os.cpu_count() or 1) if server == "mt-export-parallel" else 1
                     proc, url = start_mt(served, pair, not server.endswith("no-batching"), args.device, work,
-                                         server)
+                                         server, parallel)
             except Exception as e:
                 notes.append(f"{server} round {rnd}: did not start: {e}")
                 print(notes[-1], file=sys.stderr)

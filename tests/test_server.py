@@ -114,6 +114,34 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
         assert running.stop() == 0
 
 
+def test_parallel_batches_answer_a_short_request_while_a_long_one_decodes(exported):
+    """--parallel-batches 2: CTranslate2 decodes two calls at once, so a one-line request that arrives while a
+    long request decodes is answered before it, as `mt translate` translates the line (with one, it waits)."""
+    dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    line = single_sentence_lines(1)[0]
+    expected = translate_offline(exported, [line])
+    running = RunningServer(exported, "--parallel-batches", "2", "--max-sentences", "10000", "--max-chars", "10000000",
+                            "--max-queued-tokens", "10000000")
+    try:
+        def timed(post):
+            start = time.perf_counter()
+            answer = post()
+            return answer, time.perf_counter() - start
+
+        with ThreadPoolExecutor(1) as pool:
+            long_one = pool.submit(timed, lambda: running.post("/mt/translate", json={
+                "lines": dev * 5, "source": "de", "target": "en"}))
+            time.sleep(0.5)
+            short, short_seconds = timed(lambda: running.post("/translate", json={"q": line, "source": "de",
+                                                                                   "target": "en"}))
+            long_answer, long_seconds = long_one.result()
+        assert short.json() == {"translatedText": expected[0]}
+        assert long_answer.status_code == 200
+        assert short_seconds < 0.5 * long_seconds  # it did not wait for the long one's call to end
+    finally:
+        assert running.stop() == 0
+
+
 def test_threads_sets_how_many_threads_the_decoding_runs_on(exported):
     """--threads N: torch and CTranslate2 decode on N threads (the server process has one more OS thread per
     thread of theirs); the answers stay those of `mt translate`."""

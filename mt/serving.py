@@ -205,15 +205,27 @@ class DecodeWorker:
             self.callers.shutdown()
 
     def _take(self) -> list[Job]:
-        """What joins now: every waiting job (CTranslate2: while a call can start), or with batching off the next
-        one once the model is idle."""
+        """What joins now: every waiting job (CTranslate2: its share, while a call can start), or with batching
+        off the next one once the model is idle."""
         if not (self.inbox and self._can_take()):
             return []
-        jobs = self.inbox if self.batching else self.inbox[:1]
-        self.inbox = self.inbox[len(jobs):]
+        count = 1 if not self.batching else len(self.inbox) if self.stepped else self._call_share()
+        jobs, self.inbox = self.inbox[:count], self.inbox[count:]
         if not self.stepped:
             self.calls_running += 1
         return jobs
+
+    def _call_share(self) -> int:
+        """How many of the waiting jobs a CTranslate2 call takes: the first that hold a 1/parallel share of the
+        waiting tokens (at least one), the rest left for the other calls. A call decodes on threads/parallel
+        threads: one that took every waiting 20-sentence request ran on one thread while the other had none
+        (2 cores, 32 such clients: 133 sentences/s against 148 for a single call on both)."""
+        share, taken = sum(job.tokens for job in self.inbox) / self.parallel, 0
+        for count, job in enumerate(self.inbox, 1):
+            taken += job.tokens
+            if taken >= share:
+                return count
+        return len(self.inbox)
 
     def _can_take(self) -> bool:
         if self.batching:

@@ -17,13 +17,13 @@ answered, until `--seconds` have passed; requests in flight then are waited for.
 data/ddtp-de-en/dev.de. Per cell: dev lines per second (all answered lines over the time to the last answer),
 latency p50/p95/p99 over the answered requests, errors (an HTTP status other than 200, or a body without
 translatedText), refusals (503 with Retry-After: a full queue; the client waits that long, at most 5 s, and
-goes on), lost requests (no HTTP answer at all) and the server's peak resident memory. Servers start as subprocesses one after another,
-each on a free port; with --rounds N the servers take turns N times.
+goes on), lost requests (no HTTP answer at all) and the server's peak resident memory. Servers start as
+subprocesses one after another, each on a free port; with --rounds N the servers take turns N times.
 
-The `offline` row is `mt translate -c CKPT -i FILE` over the first --offline-lines dev lines, one process: lines
-over (its wall time less that of the same command on one line, i.e. less start-up and model load). The `alone`
-reference is each of the first --alone-lines dev lines decoded alone in-process, as the sentences a
-one-line request is split into (translate_lines on them together), for the one-client latency target.
+The `offline` row is `mt translate -c CKPT -i FILE` over the dev lines (--offline-lines: the first N), one
+process: lines over (its wall time less that of the same command on one line, i.e. less start-up and model
+load). The `alone` reference is each of the first --alone-lines dev lines decoded alone in-process, as the
+sentences a one-line request is split into (translate_lines on them together), for the one-client latency target.
 
 LibreTranslate runs from its own virtual environment (--ltvenv, with `pip install libretranslate`), offline:
 the bench writes two Argos packages (de->en and en->de, the same model files, so that LibreTranslate finds two
@@ -392,7 +392,9 @@ def main() -> None:
                     help="CT2_USE_MKL for LibreTranslate (library: CTranslate2's own choice, MKL on Intel CPUs)")
     ap.add_argument("--lt-intra-threads", type=int, default=os.cpu_count() or 1,
                     help="ARGOS_INTRA_THREADS for LibreTranslate (-1: Argos's default, 0 = CTranslate2's choice)")
-    ap.add_argument("--offline-lines", type=int, default=300)
+    ap.add_argument("--offline-lines", type=int, default=0,
+                    help="dev lines of the offline rows (0: all, the lines the clients send in turn; over 300 lines "
+                         "two runs gave 99-114 and 152-194 sentences/s, over all 883 120-123 and 145-148)")
     ap.add_argument("--alone-lines", type=int, default=50)
     ap.add_argument("--timeout", type=float, default=900.0, help="a request's client timeout (then: lost)")
     ap.add_argument("--work", default=None, help="folder for logs, exports and packages (default: a temp dir)")
@@ -434,11 +436,11 @@ def main() -> None:
         for server in servers:
             if server == "offline-export":
                 emit({"round": rnd, "server": server, "load": load_now(),
-                      **offline(str(exported(model, work)), lines[:args.offline_lines], args.device, work)})
+                      **offline(str(exported(model, work)), lines[:args.offline_lines or None], args.device, work)})
                 continue
             if server == "offline":
                 row = {"round": rnd, "server": "offline", "load": load_now(),
-                       **offline(model, lines[:args.offline_lines], args.device, work)}
+                       **offline(model, lines[:args.offline_lines or None], args.device, work)}
                 emit(row)
                 row = {"round": rnd, "server": "alone", "load": load_now(),
                        **alone(model, lines[:args.alone_lines], args.device, work)}

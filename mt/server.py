@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -154,7 +155,7 @@ async def translate(request: Request) -> JSONResponse:
     if server.api_keys is not None:
         server.api_keys.check(body.get("api_key"))
     q = body.get("q")
-    if q is None:
+    if q is None or q == "" or q == []:  # as LibreTranslate: an empty q is a missing one
         raise HttpError(400, "Invalid request: missing q parameter")
     texts = q if isinstance(q, list) else [q]
     if not texts or not all(isinstance(t, str) for t in texts):
@@ -391,9 +392,15 @@ def create_app(server: Server) -> Starlette:
               Route("/metrics", _route(metrics, "/metrics"), methods=["GET"]),
               Route("/mt/translate", _route(native_translate, "/mt/translate"), methods=["POST"]),
               Route("/", _route(web_page, "/"), methods=["GET"])]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
     app.state.server = server
     return app
+
+
+async def _routing_error(request: Request, error: HTTPException) -> JSONResponse:
+    """An unknown path (404) or method (405), as JSON like every other error."""
+    return JSONResponse({"error": f"{request.method} {request.url.path}: {error.detail}"},
+                        status_code=error.status_code, headers=error.headers)
 
 
 # ---------------------------------------------------------------- running it

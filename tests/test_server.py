@@ -245,7 +245,8 @@ def test_a_glossary_makes_its_target_terms_appear(server, checkpoint):
     (b'"just a string"', "application/json", "must be an object"),
     (b'{"source": "de", "target": "en"}', "application/json", "missing q"),
     (b'{"q": 5, "source": "de", "target": "en"}', "application/json", "q must be a string"),
-    (b'{"q": [], "source": "de", "target": "en"}', "application/json", "q must be a string"),
+    (b'{"q": [], "source": "de", "target": "en"}', "application/json", "missing q"),
+    (b'{"q": "", "source": "de", "target": "en"}', "application/json", "missing q"),
     (b'{"q": "Hallo", "target": "en"}', "application/json", "source"),
     (b'{"q": "Hallo", "source": "fr", "target": "en"}', "application/json", "fr-en is not available"),
     (b'{"q": "Hallo", "source": "auto", "target": "en"}', "application/json", "auto needs language detection"),
@@ -263,6 +264,13 @@ def test_bad_input_is_a_400_with_one_line_and_the_server_keeps_serving(server, b
     error = response.json()["error"]
     assert message in error and "\n" not in error and "Traceback" not in response.text
     assert server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"}).status_code == 200
+
+
+@pytest.mark.parametrize("method, path, status", [("GET", "/nowhere", 404), ("GET", "/translate", 405)])
+def test_an_unknown_path_or_method_is_a_json_error(server, method, path, status):
+    response = httpx.request(method, server.url + path, timeout=60)
+    assert response.status_code == status
+    assert path in response.json()["error"]
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -8,10 +8,10 @@ alone. An exported CTranslate2 model has no step-level batch to join: the worker
 together, in one call, from a caller thread of its own; CTranslate2 decodes `parallel` such calls at once (its
 inter_threads), so that sentences arriving while one batch decodes start on a free thread instead of waiting.
 
-The `DecodeThread` is the only thread that runs torch: it loads the models and steps each model's decode in
-turn. torch's CPU thread pool (GNU OpenMP) belongs to the thread that first uses it; a second thread running
-torch starts a second pool, and with more pool threads than cores OpenMP's threads sleep at every barrier
-instead of spinning. Decoding in a thread of its own after loading the model in the main thread made every
+The `DecodeThread` is the only thread that runs mt's models (torch): it loads the models and steps each
+model's decode in turn. torch's CPU thread pool (GNU OpenMP) belongs to the thread that first uses it; a second
+thread running torch starts a second pool, and with more pool threads than cores OpenMP's threads sleep at every
+barrier instead of spinning. Decoding in a thread of its own after loading the model in the main thread made every
 small operation cost about 60 us instead of 5, and a beam-4 sentence of the demo model 2x slower.
 """
 

@@ -354,9 +354,15 @@ def test_a_client_that_disconnects_releases_its_sentences(server):
     assert server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"}).status_code == 200
 
 
-def test_sigterm_answers_every_accepted_request_then_exits_0(checkpoint):
-    running = RunningServer(checkpoint)
-    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:200]
+@pytest.mark.parametrize("served", ["checkpoint", "exported"])
+def test_sigterm_answers_every_accepted_request_then_exits_0(served, request):
+    """Also an export decoding two CTranslate2 calls at once: the calls running at the signal are waited for."""
+    dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    limits = ("--max-chars", "10000000", "--max-queued-tokens", "10000000")
+    if served == "checkpoint":
+        running, lines = RunningServer(request.getfixturevalue(served), *limits), dev
+    else:
+        running, lines = RunningServer(request.getfixturevalue(served), "--parallel-batches", "2", *limits), dev * 4
     results: list = []
 
     def ask(i):
@@ -364,8 +370,9 @@ def test_sigterm_answers_every_accepted_request_then_exits_0(checkpoint):
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(1.0)  # the requests are in
+    time.sleep(0.5)  # the requests are in
     running.proc.send_signal(signal.SIGTERM)
+    assert len(results) < 8  # some were still decoding
     for t in threads:
         t.join(timeout=120)
     assert running.proc.wait(timeout=120) == 0

@@ -448,6 +448,9 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
             translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
                                                         ct2_parallel=settings.parallel_batches))
             worker = decoder.add_worker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)
+            if settings.parallel_batches > 1 and worker.stepped:
+                log(f"warning: --parallel-batches applies to exported models; {spec.source}-{spec.target} is "
+                    "decoded by mt's own search, one running batch")
             models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
             warm = sentence_requests(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
                                      translator.backend.max_positions)

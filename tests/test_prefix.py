@@ -92,6 +92,8 @@ class _RecordingCt2:
     """CTranslate2's translate_batch, recording each call: a row's output is its prefix, then its first source
     piece, then the end token."""
 
+    num_translators = 1  # as a Translator loaded with inter_threads=1
+
     def __init__(self):
         self.calls = []
 

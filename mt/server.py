@@ -158,7 +158,7 @@ async def translate(request: Request) -> JSONResponse:
     if q is None or q == "" or q == []:  # as LibreTranslate: an empty q is a missing one
         raise HttpError(400, "Invalid request: missing q parameter")
     texts = q if isinstance(q, list) else [q]
-    if not texts or not all(isinstance(t, str) for t in texts):
+    if not all(isinstance(t, str) for t in texts):
         raise HttpError(400, "Invalid request: q must be a string or a list of strings")
     if sum(len(t) for t in texts) > server.limits.max_chars:
         raise HttpError(400, f"Invalid request: request ({sum(len(t) for t in texts)} characters) exceeds text limit "

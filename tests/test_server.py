@@ -78,10 +78,14 @@ def translate_offline(checkpoint: Path, lines: list[str], *options: str) -> list
     return proc.stdout.splitlines()
 
 
+def dev_lines() -> list[str]:
+    """The dev set's non-empty lines."""
+    return [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def single_sentence_lines(count: int) -> list[str]:
     """Dev lines the server keeps whole (no sentence end inside)."""
-    lines = DEV.read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if line.strip() and not re.search(r"[.!?…]\s", line)][:count]
+    return [line for line in dev_lines() if not re.search(r"[.!?…]\s", line)][:count]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +99,7 @@ def exported(checkpoint, tmp_path_factory) -> Path:
 def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(exported):
     """A CTranslate2 export behind mt serve: the requests that arrive together decode in one call, and each
     client gets what `mt translate -c EXPORT` gives for its line."""
-    dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    dev = dev_lines()
     lines, busy = dev[:16], dev * 2  # the long request keeps the worker busy while the 16 arrive
     expected = [json.loads(e)["hypotheses"][0] for e in translate_offline(exported, lines, "--output-format",
                                                                           "json")]
@@ -117,7 +121,7 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
 def test_parallel_batches_answer_a_short_request_while_a_long_one_decodes(exported):
     """--parallel-batches 2: CTranslate2 decodes two calls at once, so a one-line request that arrives while a
     long request decodes is answered before it, as `mt translate` translates the line (with one, it waits)."""
-    dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    dev = dev_lines()
     line = single_sentence_lines(1)[0]
     expected = translate_offline(exported, [line])
     running = RunningServer(exported, "--parallel-batches", "2", "--max-sentences", "10000", "--max-chars", "10000000",
@@ -203,7 +207,7 @@ def test_libretranslates_own_client_translates_through_mt(server, checkpoint):
 
 
 def test_32_concurrent_clients_get_what_mt_translate_gives(server, checkpoint):
-    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:64]
+    lines = dev_lines()[:64]
     expected = translate_offline(checkpoint, lines, "--output-format", "json")
 
     def ask(i: int):
@@ -320,7 +324,7 @@ def test_api_keys_are_required_and_limited_per_minute(checkpoint, tmp_path):
 def test_a_full_queue_refuses_with_503_and_drops_nothing_it_accepted(checkpoint):
     running = RunningServer(checkpoint, "--max-queued-tokens", "200")
     try:
-        lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:40]
+        lines = dev_lines()[:40]
 
         def ask(line):
             return running.post("/mt/translate", json={"lines": [line] * 3, "source": "de", "target": "en"})
@@ -341,7 +345,7 @@ def test_a_client_that_disconnects_releases_its_sentences(server):
     """600 lines, greedy to the length limit in batches of 256 source tokens, take about a minute to decode (68 s
     on a 2-core Xeon); the client leaves after 0.5 s, and within seconds nothing of it is queued and the server
     answers the next request (the lines not yet decoding were dropped)."""
-    lines = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()][:600]
+    lines = dev_lines()[:600]
     with pytest.raises(httpx.TimeoutException):
         server.post("/mt/translate", json={"lines": lines, "source": "de", "target": "en", "beam_size": 1,
                                            "max_len_b": 200, "batch_tokens": 256}, timeout=0.5)
@@ -359,7 +363,7 @@ def test_a_client_that_disconnects_releases_its_sentences(server):
 @pytest.mark.parametrize("served", ["checkpoint", "exported"])
 def test_sigterm_answers_every_accepted_request_then_exits_0(served, request):
     """Also an export decoding two CTranslate2 calls at once: the calls running at the signal are waited for."""
-    dev = [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    dev = dev_lines()
     limits = ("--max-chars", "10000000", "--max-queued-tokens", "10000000")
     if served == "checkpoint":
         running, lines = RunningServer(request.getfixturevalue(served), *limits), dev

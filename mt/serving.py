@@ -27,10 +27,15 @@ from mt.backend import ModelBackend
 from mt.decoding import Hypothesis, SentenceRequest, Translator
 from mt.scheduler import Scheduler, Waiting
 from mt.search import GreedySearch, Row
+from mt.tuning import return_freed_memory
 
 # A running batch takes arriving sentences at most every 4 steps: fewer, larger joins. Demo model, 32 in-process
 # clients, sentences/s joining every step -> every 4th: one-sentence requests 37 -> 45, 20-sentence ones 55 -> 59.
 JOIN_EVERY = 4
+
+# After decoding, once the models have been idle this long, malloc hands the memory it keeps free back to the
+# system (`mt serve` keeps freed memory for reuse while it decodes: mt/tuning.py).
+TRIM_AFTER_IDLE_S = 1.0
 
 
 class Overloaded(Exception):
@@ -96,14 +101,17 @@ class DecodeThread:
             worker.close()
 
     def _run(self) -> None:
+        decoded = False  # whether it decoded since malloc last handed freed memory back
         while True:
             with self.lock:
-                while not self.calls and not self._ready() and not (self.stopping and not self._pending()):
-                    self.lock.wait()
-                if self.stopping and not self.calls and not self._pending():
+                idle = not self._wait_for_work(TRIM_AFTER_IDLE_S if decoded else None)
+                if not idle and self.stopping and not self.calls and not self._pending():
                     return
-                calls, self.calls = self.calls, []
-                turns = [(worker, worker.take()) for worker in self.workers]
+                calls, self.calls = ([], self.calls) if idle else (self.calls, [])
+                turns = [] if idle else [(worker, worker.take()) for worker in self.workers]
+            if idle:
+                return_freed_memory()
+            decoded = not idle
             for function, future in calls:
                 try:
                     future.set_result(function())
@@ -111,6 +119,17 @@ class DecodeThread:
                     future.set_exception(error)
             for worker, (jobs, cancelled) in turns:
                 worker.turn(jobs, cancelled)
+
+    def _wait_for_work(self, idle_timeout: float | None) -> bool:
+        """Under the lock: wait until there is work (True), or for `idle_timeout` seconds in which nothing was
+        decoding either (False)."""
+        while not self.lock.wait_for(self._has_work, timeout=idle_timeout):
+            if not self._pending():
+                return False
+        return True
+
+    def _has_work(self) -> bool:
+        return bool(self.calls) or self._ready() or (self.stopping and not self._pending())
 
     def _ready(self) -> bool:
         return any(worker.ready for worker in self.workers)

@@ -71,6 +71,19 @@ def keep_freed_memory() -> bool:
     return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1))
 
 
+def return_freed_memory() -> bool:
+    """Hand the memory malloc holds free back to the system now (glibc's malloc_trim(0), every arena): the
+    counterpart of `keep_freed_memory` for a long-running process that has gone idle. A server that decoded a
+    burst of 20-sentence requests kept 2.6 GB resident afterwards, of which its live tensors were 88 MB.
+    False (and nothing done) where the C library is not glibc."""
+    libc_name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(libc_name) if libc_name else None
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return False
+    libc.malloc_trim(0)
+    return True
+
+
 def attention_without_cudnn() -> None:
     """Keep SDPA off its cuDNN kernel on CUDA; it picks flash or memory-efficient attention instead.
 

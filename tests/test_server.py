@@ -360,6 +360,22 @@ def test_a_client_that_disconnects_releases_its_sentences(server):
     assert server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"}, timeout=10).status_code == 200
 
 
+def resident_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1)) / 1024
+
+
+def test_an_idle_server_hands_the_memory_it_freed_back(server):
+    """While it decodes, the server keeps freed memory for reuse (mt/tuning.py); a second after it goes idle,
+    malloc hands it back: a large request's buffers do not stay resident."""
+    response = server.post("/mt/translate", json={"lines": dev_lines(), "source": "de", "target": "en",
+                                                  "batch_tokens": 20000})
+    assert response.status_code == 200
+    after_decoding = resident_mb(server.proc.pid)
+    time.sleep(3)
+    assert resident_mb(server.proc.pid) < after_decoding - 30
+
+
 @pytest.mark.parametrize("served", ["checkpoint", "exported"])
 def test_sigterm_answers_every_accepted_request_then_exits_0(served, request):
     """Also an export decoding two CTranslate2 calls at once: the calls running at the signal are waited for."""

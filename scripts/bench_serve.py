@@ -24,6 +24,9 @@ The `offline` row is `mt translate -c CKPT -i FILE` over the dev lines (--offlin
 process: lines over (its wall time less that of the same command on one line, i.e. less start-up and model
 load). The `alone` reference is each of the first --alone-lines dev lines decoded alone in-process, as the
 sentences a one-line request is split into (translate_lines on them together), for the one-client latency target.
+The `in-process, no HTTP` rows (also with `offline`) are the server's decoding alone: threads of one process,
+as many as the clients of a cell, each keep a dev line in flight through `mt serve`'s DecodeThread and worker
+(split, encode, decode, detokenize), for --seconds each: what the HTTP server could reach at that concurrency.
 
 LibreTranslate runs from its own virtual environment (--ltvenv, with `pip install libretranslate`), offline:
 the bench writes two Argos packages (de->en and en->de, the same model files, so that LibreTranslate finds two
@@ -367,6 +370,64 @@ def alone(model: str, lines: list[str], device: str, work: Path) -> dict:
             "mean_ms": round(1000 * statistics.fmean(times), 1)}
 
 
+IN_FLIGHT = r'''
+import json, sys, threading, time
+from mt.tuning import tune_process
+tune_process(["serve"])  # what `mt serve` sets before torch is imported
+from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
+from mt.segments import split_text
+from mt.serving import DecodeThread
+from mt.translators import load_translator
+model, device, path, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+lines = open(path, encoding="utf-8").read().splitlines()
+decoder = DecodeThread()
+tr = decoder.call(lambda: load_translator(model, device))
+worker = decoder.add_worker(tr, 10 ** 9)
+opts = search_options(tr.cfg.decode, 1)
+taken = iter(range(10 ** 9))
+
+def translate(line):  # what the server does with a one-line request, without HTTP
+    sentences = [LineText(p.text.strip(), i) for i, p in enumerate(split_text(line)) if p.translate]
+    encoded = encode_lines(tr, sentences)
+    requests = sentence_requests(encoded, opts, 1, tr.backend.max_positions)
+    hyps = worker.submit([r for r in requests if r is not None]).done.result()
+    return translations(tr, [s.source for s in encoded], hyps, False)
+
+def client(deadline, done):
+    while time.perf_counter() < deadline:
+        translate(lines[next(taken) % len(lines)])
+        done.append(time.perf_counter())
+
+for line in lines[:8]:
+    translate(line)  # warm-up
+rates = {}
+for concurrency in [int(c) for c in sys.argv[5].split(",")]:
+    done, start = [], time.perf_counter()
+    threads = [threading.Thread(target=client, args=(start + seconds, done)) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rates[concurrency] = len(done) / (max(done) - start)
+decoder.stop()
+print(json.dumps(rates))
+'''
+
+
+def in_flight(model: str, lines: list[str], device: str, work: Path, seconds: float,
+              concurrencies: list[int]) -> dict:
+    """The server's decoding without HTTP: threads in one process each keep one dev line in flight through the
+    DecodeThread and worker that `mt serve` uses (split, encode, decode, detokenize), as many as each
+    concurrency, for `seconds`; dev lines per second per concurrency."""
+    src = work / "in-flight.de"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", IN_FLIGHT, model, device, str(src), str(seconds),
+                          ",".join(map(str, concurrencies))], check=True, cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    rates = json.loads(out.strip().splitlines()[-1])
+    return {"sentences_per_s": {int(c): round(r, 2) for c, r in rates.items()}}
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -445,6 +506,9 @@ def main() -> None:
                 row = {"round": rnd, "server": "alone", "load": load_now(),
                        **alone(model, lines[:args.alone_lines], args.device, work)}
                 emit(row)
+                row = {"round": rnd, "server": "in-flight", "load": load_now(),
+                       **in_flight(model, lines, args.device, work, args.seconds, concurrencies)}
+                emit(row)
                 continue
             try:
                 if server == "libretranslate":
@@ -493,6 +557,9 @@ def print_table(results: list[dict], notes: list[str], work: Path) -> None:
                   f"({r['sentences_per_s_with_startup']:.1f} with start-up) | | | | | |")
         if r["server"] == "alone":
             print(f"| in-process, one line alone | {r['lines']} lines | 1 | - | {r['p50_ms']:.0f} | | | | |")
+        if r["server"] == "in-flight":
+            for c, rate in r["sentences_per_s"].items():
+                print(f"| in-process, no HTTP | sentence | {c} | {rate:.1f} | | | | | |")
     for r in cells:
         for s in r["samples"]:
             print(f"sample ({r['server']} {r['kind']} x{r['concurrency']}): {s}")

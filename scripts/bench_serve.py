@@ -371,7 +371,7 @@ def alone(model: str, lines: list[str], device: str, work: Path) -> dict:
 
 
 IN_FLIGHT = r'''
-import json, sys, threading, time
+import itertools, json, sys, threading, time
 from mt.tuning import tune_process
 tune_process(["serve"])  # what `mt serve` sets before torch is imported
 from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
@@ -384,7 +384,7 @@ decoder = DecodeThread()
 tr = decoder.call(lambda: load_translator(model, device))
 worker = decoder.add_worker(tr, 10 ** 9)
 opts = search_options(tr.cfg.decode, 1)
-taken = iter(range(10 ** 9))
+taken = itertools.count()  # the next dev line, shared by the client threads
 
 def translate(line):  # what the server does with a one-line request, without HTTP
     sentences = [LineText(p.text.strip(), i) for i, p in enumerate(split_text(line)) if p.translate]

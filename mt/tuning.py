@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 
 TRAINING_COMMANDS = (["train"], ["bench", "train"])
@@ -61,15 +62,10 @@ def keep_freed_memory() -> bool:
     when freed, so the next update faults every page back in, zeroed by the kernel; it also trims the heap's
     free top after every large free. With no mmap and no trimming the memory is reused: 8-10% more target
     tokens/s for the protocol model (docs/benchmarks.md); decoding's refilled batches make tensors of tens of MB
-    every step too. The process keeps its peak memory until it exits. False (and nothing changes) where the C
-    library is not glibc."""
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return False
-    libc = ctypes.CDLL(libc_name)
-    if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
-        return False
-    return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1))
+    every step too. The process keeps its peak memory until it exits, or for `mt serve` until it is idle
+    (`return_freed_memory`). False (and nothing changes) where the C library is not glibc."""
+    libc = glibc()
+    return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1))
 
 
 def return_freed_memory() -> bool:
@@ -77,12 +73,24 @@ def return_freed_memory() -> bool:
     counterpart of `keep_freed_memory` for a long-running process that has gone idle. The demo checkpoint's
     server, after 10 s of 32 clients sending 20-sentence requests: 1.2-1.4 GB resident, 0.9 GB once handed back.
     False (and nothing done) where the C library is not glibc."""
-    libc_name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(libc_name) if libc_name else None
-    if libc is None or not hasattr(libc, "malloc_trim"):
+    libc = glibc()
+    if libc is None:
         return False
     libc.malloc_trim(0)
     return True
+
+
+@functools.cache
+def glibc() -> ctypes.CDLL | None:
+    """The process's C library where it is glibc (it has mallopt, malloc_trim and gnu_get_libc_version), else
+    None. Looked up once: find_library runs `ldconfig -p` in a subprocess (1.5 ms), and the server trims every
+    time it goes idle."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return None
+    libc = ctypes.CDLL(libc_name)
+    is_glibc = all(hasattr(libc, name) for name in ("mallopt", "malloc_trim", "gnu_get_libc_version"))
+    return libc if is_glibc else None
 
 
 def attention_without_cudnn() -> None:

@@ -104,14 +104,16 @@ class DecodeThread:
         decoded = False  # whether it decoded since malloc last handed freed memory back
         while True:
             with self.lock:
-                idle = not self._wait_for_work(TRIM_AFTER_IDLE_S if decoded else None)
-                if not idle and self.stopping and not self.calls and not self._pending():
-                    return
-                calls, self.calls = ([], self.calls) if idle else (self.calls, [])
-                turns = [] if idle else [(worker, worker.take()) for worker in self.workers]
-            if idle:
+                working = self._wait_for_work(TRIM_AFTER_IDLE_S if decoded else None)
+                if working:
+                    if self.stopping and not self.calls and not self._pending():
+                        return
+                    calls, self.calls = self.calls, []
+                    turns = [(worker, worker.take()) for worker in self.workers]
+            decoded = working
+            if not working:  # idle a while: outside the lock, so that requests are accepted meanwhile
                 return_freed_memory()
-            decoded = not idle
+                continue
             for function, future in calls:
                 try:
                     future.set_result(function())

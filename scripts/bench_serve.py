@@ -338,6 +338,15 @@ def offline(model: str, lines: list[str], device: str, work: Path) -> dict:
             "sentences_per_s_with_startup": round(len(lines) / full, 2)}
 
 
+def in_process(script: str, lines: list[str], path: Path, model: str, device: str, *more: str):
+    """`script` run by this Python in a process of its own (`python -c script model device path *more`), with
+    `lines` written to `path`: what it printed last, as JSON."""
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", script, model, device, str(path), *more], check=True, cwd=ROOT,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 ALONE = r'''
 import json, sys, time
 from mt.tuning import tune_process
@@ -361,11 +370,7 @@ print(json.dumps(out))
 
 def alone(model: str, lines: list[str], device: str, work: Path) -> dict:
     """Each line decoded alone in-process (the one-client latency reference)."""
-    src = work / "alone.de"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-c", ALONE, model, device, str(src)], check=True, cwd=ROOT,
-                         capture_output=True, text=True).stdout
-    times = json.loads(out.strip().splitlines()[-1])
+    times = in_process(ALONE, lines, work / "alone.de", model, device)
     return {"lines": len(times), "p50_ms": round(1000 * statistics.median(times), 1),
             "mean_ms": round(1000 * statistics.fmean(times), 1)}
 
@@ -419,12 +424,8 @@ def in_flight(model: str, lines: list[str], device: str, work: Path, seconds: fl
     """The server's decoding without HTTP: threads in one process each keep one dev line in flight through the
     DecodeThread and worker that `mt serve` uses (split, encode, decode, detokenize), as many as each
     concurrency, for `seconds`; dev lines per second per concurrency."""
-    src = work / "in-flight.de"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-c", IN_FLIGHT, model, device, str(src), str(seconds),
-                          ",".join(map(str, concurrencies))], check=True, cwd=ROOT, capture_output=True,
-                         text=True).stdout
-    rates = json.loads(out.strip().splitlines()[-1])
+    rates = in_process(IN_FLIGHT, lines, work / "in-flight.de", model, device, str(seconds),
+                       ",".join(map(str, concurrencies)))
     return {"sentences_per_s": {int(c): round(r, 2) for c, r in rates.items()}}
 
 

@@ -11,6 +11,7 @@ import inspect
 import io
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -140,7 +141,7 @@ def translate(
 
     _check_device(device)
     check_input(input)
-    check_output(output)
+    check_output(output, inputs={"-i": input, **_checkpoint_inputs(checkpoint)})
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
     if output_format not in OUTPUT_FORMATS:
@@ -160,6 +161,11 @@ def translate(
         _exit_without_teardown()
     except BrokenPipeError:  # the reader went away (`| head`); typer would turn it into a silent exit 1
         raise OutputClosed from None
+
+
+def _checkpoint_inputs(checkpoints: list[Path]) -> dict[str, Path]:
+    """The checkpoints a command reads, keyed by how an error names them (`-c PATH`), for check_output."""
+    return {f"-c{'' if len(checkpoints) == 1 else f' #{i + 1}'}": path for i, path in enumerate(checkpoints)}
 
 
 class OutputClosed(Exception):
@@ -209,7 +215,7 @@ def evaluate(
     _check_device(device)
     for path, option in ((ref, "--ref"), (hyp, "--hyp"), (src, "--src")):
         check_input(None if path is None else str(path), option)
-    check_output(output)
+    check_output(output, inputs={"--ref": ref, "--hyp": hyp, "--src": src, **_checkpoint_inputs(checkpoint or [])})
     refs = read_lines(ref)
     if not refs:
         raise MtError(f"--ref {ref}: empty file, nothing to score")
@@ -253,7 +259,6 @@ def average(
     from mt.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
     from mt.translate import check_output
 
-    check_output(str(output))
     paths = list(checkpoints or [])
     if last is not None:
         if len(paths) != 1 or not paths[0].is_dir():
@@ -262,6 +267,7 @@ def average(
         if len(found) < last:
             raise MtError(f"{paths[0]}: asked for the last {last} checkpoints, found {len(found)}")
         paths = found[-last:]
+    check_output(str(output), inputs=_checkpoint_inputs(paths))
     averaged = average_checkpoints(paths, raw_weights)
     save_checkpoint(output, averaged)
     _warn(f"averaged {len(paths)} checkpoints into {output}")
@@ -340,8 +346,6 @@ def export(
 
     if format != "ctranslate2":
         raise MtError(f"--format: only ctranslate2 is supported, got '{format}'")
-    if output.exists() and not output.is_dir():
-        raise MtError(f"-o {output}: exists and is not a folder; an export writes a folder")
     _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force, raw_weights)}")
 
 
@@ -414,6 +418,7 @@ def plot_attention(
     """Encoder self-, decoder self- and cross-attention weights of one sentence, from a real forward pass."""
     from mt.plot import plot_attention as draw
 
+    _check_plot_output(output, {"-c": checkpoint})
     draw(checkpoint, text, target, layer, head, all_heads, output=output, show=show, dpi=dpi)
     _wrote(output)
 
@@ -424,8 +429,15 @@ def plot_curves(run_dirs: Annotated[list[Path], typer.Argument(help="Training ou
     """Train and dev loss, dev BLEU and learning rate against step from metrics.jsonl, runs overlaid."""
     from mt.plot import plot_curves as draw
 
+    _check_plot_output(output, {run_dir.name: run_dir / "metrics.jsonl" for run_dir in run_dirs})
     draw(run_dirs, output=output, show=show, dpi=dpi)
     _wrote(output)
+
+
+def _check_plot_output(output: Path | None, inputs: dict) -> None:
+    from mt.translate import check_output
+
+    check_output(None if output is None else str(output), inputs=inputs)
 
 
 def _wrote(output: Path | None) -> None:
@@ -438,6 +450,7 @@ def main() -> None:
     of stdout went away (a closed pipe, as other Unix tools end); `mt train` stopped by a signal, 128 + its
     number (130 SIGINT, 143 SIGTERM) after saving a checkpoint it resumes from."""
     _tuning.update(tune_process(sys.argv[1:]))  # before any command imports torch (mt/tuning.py)
+    signal.signal(signal.SIGTERM, _terminated)  # `mt train` and `mt serve` handle it themselves while they run
     if sys.stdout is None:  # started with stdout closed (`>&-`): a command that prints says so
         sys.stdout = _ClosedStream()
     try:
@@ -458,12 +471,23 @@ def main() -> None:
         _fail(e, f"error: {e}", 1)
     except KeyboardInterrupt:
         _fail(None, "interrupted", 130)
+    except Terminated:
+        _fail(None, "terminated", 128 + signal.SIGTERM)
     except (OutputClosed, BrokenPipeError):
         _quiet_stdout()
         sys.exit(141)
     except OSError as e:  # a full disk, a read-only folder, a closed stdout: the system's reason, with the file
         where = f"{e.filename}: " if e.filename else ""
         _fail(e, f"error: {where}{e.strerror or e}", 1)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: raised where the command is, as Ctrl-C's KeyboardInterrupt is, so that what it was
+    writing is removed on the way out (mt/files.py) instead of left half-written."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated
 
 
 class _ClosedStream(io.TextIOBase):

@@ -52,7 +52,7 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
     missing = [name for name in EXPORTED_FILES if not (directory / name).is_file()]
     if missing:
         raise MtError(f"{directory / missing[0]}: missing; export the model again (mt export --force)")
-    cfg = config_from_dict(_read_marker(directory / MARKER), source=str(directory / MARKER))
+    cfg = config_from_dict(read_marker(directory / MARKER), source=str(directory / MARKER))
     try:
         src_tok = Tokenizer((directory / "source.spm").read_bytes())
         tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
@@ -65,7 +65,7 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
 EXPORTED_FILES = (MARKER, "model.bin", "source.spm", "target.spm")
 
 
-def _read_marker(path: Path) -> dict:
+def read_marker(path: Path) -> dict:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:

@@ -108,6 +108,18 @@ def _paths(cfg: DataConfig, split: str) -> tuple[str | None, str | None]:
     return src_path, tgt_path
 
 
+def source_files(cfg: DataConfig) -> dict[str, str]:
+    """The local files a prepared corpus is made from, keyed by the config key that names each (a local
+    `data.dataset` folder: each file in it)."""
+    files = {f"data.train[{i}].{side}": getattr(c, side) for i, c in enumerate(cfg.train) for side in ("src", "tgt")}
+    files.update({f"data.{key}": getattr(cfg, key) for key in ("train_src", "train_tgt", "dev_src", "dev_tgt")
+                  if getattr(cfg, key)})
+    if cfg.dataset and Path(cfg.dataset).is_dir():
+        files.update({f"data.dataset {p.relative_to(cfg.dataset)}": str(p)
+                      for p in sorted(Path(cfg.dataset).rglob("*")) if p.is_file()})
+    return files
+
+
 def split_chunks(cfg: DataConfig, split: str) -> Chunks:
     """The train or dev side of the corpus as chunks of (source lines, target lines)."""
     src_path, tgt_path = _paths(cfg, split)

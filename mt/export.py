@@ -123,8 +123,7 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
     output_dir = Path(output_dir)
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise MtError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got '{quantization}'")
-    if output_dir.exists() and not force:
-        raise MtError(f"{output_dir} exists; remove it or pass --force")
+    check_replaceable(output_dir, force)
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     spec = transformer_spec(tr.backend.model)
     rows = exported_rows(tr.backend.model)
@@ -144,6 +143,32 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
 
     atomic_write_dir(output_dir, write)
     return output_dir
+
+
+# Every file an export writes (CTranslate2 names its vocabularies .json, older releases .txt): --force replaces a
+# folder that holds only these, with mt's MARKER among them.
+EXPORT_FILES = frozenset({MARKER, "model.bin", "config.json", "source.spm", "target.spm",
+                          *(f"{side}_vocabulary.{ext}" for side in ("shared", "source", "target")
+                            for ext in ("json", "txt"))})
+
+
+def check_replaceable(output_dir: Path, force: bool, written: frozenset[str] = EXPORT_FILES) -> None:
+    """Before any work: `output_dir` is new, empty, or (with `force`) an earlier export, holding only files in
+    `written` with MARKER among them; never a folder of anyone else's files."""
+    if not output_dir.exists():
+        return
+    if not output_dir.is_dir():
+        raise MtError(f"-o {output_dir}: exists and is not a folder; an export writes a folder")
+    entries = sorted(output_dir.iterdir())
+    if not entries:
+        return
+    if not force:
+        raise MtError(f"-o {output_dir}: exists; remove it or pass --force")
+    foreign = [p.name for p in entries if p.name not in written or not p.is_file() or p.is_symlink()]
+    if foreign or not (output_dir / MARKER).is_file():
+        what = f"holds {foreign[0]}, which" if foreign else f"has no {MARKER}, so it"
+        raise MtError(f"-o {output_dir}: {what} mt export did not write; --force replaces only an earlier "
+                      "export: choose another folder")
 
 
 def _pieces(tok: Tokenizer) -> list[str]:

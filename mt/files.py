@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -13,15 +14,20 @@ import torch
 def atomic_write(path: Path, write) -> None:
     """Write through `write(file)` to a temporary file beside `path`, then rename it over `path`.
 
-    The file gets the mode `open()` would give a new one (0666 less the umask); a symlink at `path` is written
-    through (its target is replaced, the link stays). An OSError names `path`, whatever call raised it.
+    Only a regular file (or a new one) is replaced: a device, a FIFO or a socket at `path` (`/dev/null`,
+    `/dev/stdout`, a named pipe) is written into, as Unix tools write into them. A replaced file keeps its mode;
+    a new one gets the mode `open()` would give it (0666 less the umask). A symlink at `path` is written through
+    (its target is replaced, the link stays). An OSError names `path`, whatever call raised it.
     """
+    if is_special(path):
+        _write_into(path, write)
+        return
     path = Path(os.path.realpath(path))
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, _mode_of(path))
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -29,10 +35,42 @@ def atomic_write(path: Path, write) -> None:
         os.replace(tmp, path)
     except OSError as e:
         _remove(tmp)
-        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise _naming(e, path) from None
     except BaseException:
         _remove(tmp)
         raise
+
+
+def is_special(path: Path) -> bool:
+    """Whether `path` (followed through symlinks) exists and is not a regular file or a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_into(path: Path, write) -> None:
+    """Write into a device or a FIFO, opened as it is: nothing to rename, nothing to remove on failure."""
+    try:
+        with open(path, "wb") as f:
+            write(f)
+            f.flush()
+    except OSError as e:
+        raise _naming(e, path) from None
+
+
+def _mode_of(path: Path) -> int:
+    """The permission bits a file replacing `path` gets: those of the file it replaces, else a new file's."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _naming(e: OSError, path: Path) -> OSError:
+    """`e` with `path` as its file name (the temporary file beside it means nothing to the user)."""
+    return OSError(e.errno, e.strerror or str(e), str(path))
 
 
 def _remove(tmp: str | None) -> None:
@@ -84,15 +122,18 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_dir(path: Path, write) -> None:
     """Fill a temporary directory beside `path` through `write(folder)`, then put it in place of `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    path, tmp = Path(path), None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
         tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
         write(tmp)
         _replace_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as e:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise _naming(e, path) from None
         raise
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mt.checkpoint import load_checkpoint
+from mt.ct2_backend import MARKER, is_exported, read_marker
+from mt.errors import MtError
 from mt.config import Config, config_from_dict, load_config
 from mt.model import build_model, count_parameters
 from mt.prepare import STAMP, data_dir, load_prepared
@@ -12,6 +14,8 @@ from mt.tokenizer import Tokenizer
 
 
 def _vocab_sizes(path: Path, overrides: list[str]) -> tuple[Config, int, int, str]:
+    if path.is_dir():
+        return _exported_vocab_sizes(path)
     if path.suffix == ".pt":
         ckpt = load_checkpoint(path)
         cfg = config_from_dict(ckpt["config"], source=str(path))
@@ -24,6 +28,19 @@ def _vocab_sizes(path: Path, overrides: list[str]) -> tuple[Config, int, int, st
         return cfg, len(data.src_tokenizer), len(data.tgt_tokenizer), f"trained tokenizer in {prepared.parent}"
     size = cfg.tokenizer.vocab_size
     return cfg, size, size, "tokenizer.vocab_size (no trained tokenizer yet)"
+
+
+def _exported_vocab_sizes(directory: Path) -> tuple[Config, int, int, str]:
+    """A directory written by `mt export`: its config (mt.yaml) and its sentencepiece models."""
+    if not is_exported(directory):
+        raise MtError(f"{directory}: a folder, but not one written by `mt export`; give a config, a checkpoint "
+                      "or an exported directory")
+    cfg = config_from_dict(read_marker(directory / MARKER), source=str(directory / MARKER))
+    try:
+        src, tgt = (len(Tokenizer((directory / name).read_bytes())) for name in ("source.spm", "target.spm"))
+    except (OSError, RuntimeError) as e:
+        raise MtError(f"{directory}: its sentencepiece models cannot be read ({e}); export the model again") from None
+    return cfg, src, tgt, f"the sentencepiece models in {directory}"
 
 
 def describe(path: Path, overrides: list[str]) -> str:

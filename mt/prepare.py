@@ -33,7 +33,7 @@ from mt.files import atomic_write_text
 from mt.checkpoint import init_source
 from mt.config import Config, config_to_dict, data_identity
 from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
-from mt.data import TrainingCorpus, load_split, training_corpora
+from mt.data import TrainingCorpus, load_split, source_files, training_corpora
 from mt.errors import DataError
 from mt.tokenizer import Tokenizer, train_tokenizer
 
@@ -57,24 +57,61 @@ def data_dir(cfg: Config) -> Path:
     return Path(cfg.output_dir) / "data"
 
 
+SOURCES = "sources"  # the stamp's record of the files the cache was made from
+
+
 def _stamp(cfg: Config) -> dict:
-    """What the cache depends on; a different stamp means the cache is not this config's."""
-    return data_identity(cfg)
+    """What the cache depends on: the config's data settings, and the size and modification time of each file
+    they name; a different stamp means the cache is not this config's, or not of these files."""
+    files = {key: Path(path) for key, path in source_files(cfg.data).items()}
+    return {**data_identity(cfg), SOURCES: {key: [str(path), *_fingerprint(path)] for key, path in files.items()}}
+
+
+def _fingerprint(path: Path) -> list[int]:
+    try:
+        info = path.stat()
+    except OSError:  # missing: reading it will say so
+        return []
+    return [info.st_size, info.st_mtime_ns]
+
+
+def _check_stamp(cfg: Config, folder: Path) -> None:
+    """Fail in one line if the cache in `folder` was made with other data settings or from files changed since
+    (a stamp written before files were recorded has no SOURCES: its files are not checked)."""
+    old, new = json.loads((folder / STAMP).read_text()), _stamp(cfg)
+    old_sources, new_sources = old.pop(SOURCES, None), new.pop(SOURCES)
+    if old != new:
+        changed = [f"{sec}.{k}" for sec in new for k in {*old.get(sec, {}), *new[sec]}
+                   if old.get(sec, {}).get(k) != new[sec].get(k)]
+        raise DataError(f"{cfg.output_dir}: prepared with a different config ({', '.join(changed)} changed); "
+                        "use another output_dir or run with --restart")
+    for key, now in (new_sources.items() if old_sources is not None else ()):
+        then = old_sources.get(key)
+        if then != now:
+            raise DataError(f"{key} {now[0]}: changed since {folder} was prepared from it ({_change(then, now)}); "
+                            "run with --restart to prepare it again, or use another output_dir")
+
+
+def _change(then: list | None, now: list) -> str:
+    """How a recorded [path, size, mtime] differs from the file now."""
+    if len(now) < 3:
+        return "now missing"
+    if not then or then[0] != now[0]:
+        return "another file"
+    if len(then) < 3:
+        return "missing then"
+    return f"{then[1]:,} bytes then, {now[1]:,} now" if then[1] != now[1] else "modified, same size"
 
 
 def prepare_data(cfg: Config, log=print, force: bool = False) -> PreparedData:
     """Load the cache in `output_dir/data/`, or build it: train sentencepiece, encode train and dev."""
     folder = data_dir(cfg)
     if (folder / STAMP).exists() and not force:
-        old = json.loads((folder / STAMP).read_text())
-        if old != _stamp(cfg):
-            new = _stamp(cfg)
-            changed = [f"{sec}.{k}" for sec in new for k in {*old.get(sec, {}), *new[sec]}
-                       if old.get(sec, {}).get(k) != new[sec].get(k)]
-            raise DataError(f"{cfg.output_dir}: prepared with a different config ({', '.join(changed)} changed); "
-                            "use another output_dir or run with --restart")
+        _check_stamp(cfg, folder)
         if _format(folder) == FORMAT:
-            return load_prepared(cfg)
+            data = load_prepared(cfg)
+            log(f"prepare: {folder} is complete and up to date ({len(data.train):,} training pairs)")
+            return data
         log(f"prepare: {folder} was written by an older mt; encoding the corpus again")
     if folder.exists() and not _written_by_mt(folder):
         raise DataError(f"{folder}: exists and was not written by mt prepare; move it away or use another "

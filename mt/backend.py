@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from mt.alignment import cross_attention
-from mt.checkpoint import load_checkpoint, translation_weights
+from mt.checkpoint import load_checkpoint, load_weights, translation_weights
 from mt.config import config_from_dict
 from mt.constraints import ConstrainedBeamSearch
 from mt.decoding import Hypothesis, SentenceRequest, Translator, grouped
@@ -99,7 +99,7 @@ def load_model_translator(path: str | Path, device: str = "auto", quantize: str 
     src_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"])
     tgt_tok = Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
     model = build_model(cfg.model, len(src_tok), len(tgt_tok), cfg.tokenizer.joint)
-    model.load_state_dict(translation_weights(ckpt, raw_weights))
+    load_weights(model, translation_weights(ckpt, raw_weights), path)
     model.eval()
     target = pick_device(device, option="--device")
     if quantize is not None:

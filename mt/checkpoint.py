@@ -91,8 +91,7 @@ def load_tensors(path: str | Path) -> dict:
     except pickle.UnpicklingError:  # a random file, or a pickle of arbitrary objects (unsafe to load)
         raise CheckpointError(f"{path}: not an mt checkpoint (not a file of tensors and plain values)") from None
     except Exception as e:  # truncated zip, a text file, a legacy pickle...: torch raises many kinds
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt?): {reason}") from None
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt)") from e  # MT_DEBUG shows e
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: not an mt file")
     return obj
@@ -104,9 +103,22 @@ def load_checkpoint(path: str | Path) -> dict:
     ckpt = load_tensors(path)
     if ckpt.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an mt checkpoint")
+    missing = [key for key in MODEL_KEYS if key not in ckpt and key not in ModelPart._field_defaults]
+    if missing or not isinstance(ckpt["model"], dict):
+        raise CheckpointError(f"{path}: damaged, it holds no {(missing or ['model'])[0]}; use another checkpoint")
     if any(".q_proj." in name for name in ckpt["model"]):  # (no such checkpoint holds ema_model)
         ckpt = {**ckpt, "model": upgrade_state_dict(ckpt["model"]), "separate_qkv": True}
     return ckpt
+
+
+def load_weights(model: torch.nn.Module, state: dict, path: str | Path) -> None:
+    """`model.load_state_dict(state)`; weights that do not fit the model the checkpoint's config describes
+    (a damaged file, an edited config) are a one-line CheckpointError naming the first misfit."""
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
+        raise CheckpointError(f"{path}: its weights do not fit the model its config describes ({detail})") from None
 
 
 def upgrade_state_dict(state: dict) -> dict:

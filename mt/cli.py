@@ -297,10 +297,24 @@ def serve(
     from mt.server import Limits, ModelSpec, ServeSettings, load_server, serve as run
 
     _check_device(device)
+    _check_port(host, port)
     specs = [ModelSpec.parse(text) for text in model]
     settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
                              batching, log_text, threads, parallel_batches)
     run(load_server(specs, settings, _warn), settings)
+
+
+def _check_port(host: str, port: int) -> None:
+    """Before loading any model: the address can be listened on (as uvicorn will, reusing a closing one)."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as e:
+        raise MtError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
 
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers (ratios against a reference).")

@@ -232,11 +232,14 @@ def _read_yaml(path: Path) -> dict:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
+    """yaml.safe_load, except that a key given twice in one mapping is an error (PyYAML keeps the last). Keys
+    merged in (`<<: *base`) are not the mapping's own: its own keys override them, as YAML's merge key says."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -302,12 +305,27 @@ def _coerce(value, annotation, key: str, source: str):
             return value
         if kind is int and isinstance(value, int) and not isinstance(value, bool):
             return value
-        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+        if kind is float and (number := _number(value)) is not None:
+            if not math.isfinite(number):
+                raise ConfigError(f"{source}: {key} must be a finite number, got {value!r}")
+            return number
         if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
     names = " or ".join("null" if k is type(None) else k.__name__ for k in allowed)
     raise ConfigError(f"{source}: {key} must be {names}, got {value!r}")
+
+
+def _number(value) -> float | None:
+    """`value` as a float: a YAML number, or a string that is one (YAML 1.1 reads `1e-3`, without a dot, as a
+    string; the user meant the number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _validate(cfg: Config, source: str) -> None:

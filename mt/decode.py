@@ -53,7 +53,7 @@ class LineText:
 
 def sentence_requests(lines: list[LineIds], opts: DecodeConfig, nbest: int, max_positions: int,
                       on_truncate=None) -> list[SentenceRequest | None]:
-    """A request per line (None for an empty one, which is not decoded). A source too long for the model's
+    """A request per line (None for an empty one with no prefix or terms, which is not decoded). A source too long for the model's
     positions is cut (`on_truncate(index, length, kept)`); a prefix too, and terms that cannot all fit are
     reported (`on_truncate(index, length, room, part)`). A line's length limit is a * source length + b, grown
     to hold its prefix, and by its terms' tokens."""
@@ -66,7 +66,7 @@ def sentence_requests(lines: list[LineIds], opts: DecodeConfig, nbest: int, max_
         if len(line.source) > keep and on_truncate is not None:
             on_truncate(i, len(line.source), keep)
         source = tuple(line.source[:keep])
-        if not source:
+        if not (source or line.prefix or line.terms):
             requests.append(None)
             continue
         prefix = tuple(line.prefix[:limit - 1])

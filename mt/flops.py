@@ -63,24 +63,46 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32, 
     return best
 
 
-def machine_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[float, str]:
-    """This machine's matmul peak for `device`, `dtype` and torch's thread count, and where it came from:
-    measured (best of 5 trials) the first time, then read from the cache file (delete it to measure again)."""
-    key = f"{_device_name(device)} | {dtype} | {torch.get_num_threads()} threads"
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mt" / "matmul_peak.json"
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    if key in known:
-        return float(known[key]["flops"]), f"{key}, measured {known[key]['measured']} ({path})"
-    flops = matmul_peak_flops(device, dtype, trials=5)
-    known[key] = {"flops": flops, "measured": time.strftime("%Y-%m-%d")}
-    try:
-        atomic_write_text(path, json.dumps(known, indent=1))
-    except OSError:
-        pass  # a read-only home: the yardstick is this run's measurement
-    return flops, f"{key}, measured now ({path})"
+class MachinePeak:
+    """This machine's matmul peak for a device, dtype and torch's thread count: measured (best of 5 trials) the
+    first time, then read from the cache file (delete it to measure again). `where` says where it came from.
+
+    A run faster than the peak proves the peak was measured under load: `mfu` then raises it to that run's rate
+    (and the cache with it), so an MFU over 100% is never reported.
+    """
+
+    def __init__(self, device: torch.device, dtype: torch.dtype = torch.float32):
+        self.key = f"{_device_name(device)} | {dtype} | {torch.get_num_threads()} threads"
+        self.path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mt" / "matmul_peak.json"
+        known = self._known()
+        if self.key in known:
+            self.flops = float(known[self.key]["flops"])
+            self.where = f"{self.key}, measured {known[self.key]['measured']} ({self.path})"
+        else:
+            self.flops = matmul_peak_flops(device, dtype, trials=5)
+            self._store(time.strftime("%Y-%m-%d"))
+            self.where = f"{self.key}, measured now ({self.path})"
+
+    def mfu(self, flops_per_s: float) -> float:
+        """The share of the peak that `flops_per_s` is (at most 1: see the class)."""
+        if flops_per_s > self.flops:
+            self.flops = flops_per_s
+            self._store(f"{time.strftime('%Y-%m-%d')}, raised to a training run's rate")
+        return flops_per_s / self.flops
+
+    def _known(self) -> dict:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def _store(self, measured: str) -> None:
+        known = self._known()
+        known[self.key] = {"flops": self.flops, "measured": measured}
+        try:
+            atomic_write_text(self.path, json.dumps(known, indent=1))
+        except OSError:
+            pass  # a read-only home: the yardstick is this run's measurement
 
 
 def _device_name(device: torch.device) -> str:

@@ -36,6 +36,13 @@ class Tokenizer:
             return [self.sp.encode(line, out_type=int) for line in lines]
         return self.sp.encode(list(lines), out_type=int)
 
+    def unknown_characters(self, text: str) -> list[str]:
+        """The characters of `text`, in order of first use, that this model encodes as UNK."""
+        if UNK not in self.sp.encode(text):
+            return []
+        chars = list(dict.fromkeys(c for c in text if not c.isspace()))
+        return [c for c, ids in zip(chars, self.sp.encode(chars)) if UNK in ids]
+
     def piece_id(self, piece: str) -> int | None:
         """The id of a piece of the vocabulary, None if it has none."""
         i = self.sp.piece_to_id(piece)

@@ -23,6 +23,7 @@ from mt.checkpoint import (
     checkpoint_dict,
     init_source,
     load_checkpoint,
+    load_weights,
     read_resume_part,
     save_checkpoint,
     step_checkpoints,
@@ -32,7 +33,7 @@ from mt.config import Config, config_to_dict, data_identity, save_config
 from mt.data import check_sources, training_corpora
 from mt.errors import CheckpointError, MtError
 from mt.evaluation import StopRequested, evaluate
-from mt.flops import machine_peak_flops
+from mt.flops import MachinePeak
 from mt.folder_lock import folder_lock
 from mt.mixing import MixedSchedule, batch_shares, training_schedule
 from mt.model import build_model, count_parameters
@@ -195,7 +196,7 @@ def _init_weights(run: TrainingRun, path: str) -> None:
     step start fresh from this config (its tokenizers came in through `mt prepare`)."""
     ckpt = init_source(path, config_to_dict(run.cfg)["model"], run.cfg.tokenizer.joint)
     weights = translation_weights(ckpt)
-    run.learner.model.load_state_dict(weights)
+    load_weights(run.learner.model, weights, path)
     if run.learner.ema is not None:
         run.learner.ema.load_state_dict(weights)
     averaged = " (its moving average)" if weights is not ckpt["model"] else ""
@@ -226,8 +227,8 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
 def _loop(run: TrainingRun, stop: StopRequested) -> str:
     """Train until max_steps, a signal or train.patience; returns how it ended."""
     tc, rt = run.cfg.train, run.rt
-    peak, where = machine_peak_flops(rt.device, rt.autocast_dtype or torch.float32)
-    run.say(f"mfu: against a matmul peak of {peak / 1e12:.3f} TFLOP/s ({where})")
+    peak = MachinePeak(rt.device, rt.autocast_dtype or torch.float32)
+    run.say(f"mfu: against a matmul peak of {peak.flops / 1e12:.3f} TFLOP/s ({peak.where})")
     window = Window(rt.device, peak)
     bar = tqdm(total=tc.max_steps, initial=run.state.step, disable=not (rt.is_main and is_terminal()),
                dynamic_ncols=True, unit="step")
@@ -309,8 +310,8 @@ class Window:
     """Sums since the last log line: losses and tokens on the device (read once per line), FLOPs, updates and
     the time they took."""
 
-    def __init__(self, device: torch.device, peak_flops: float):
-        self.device, self.peak_flops = device, peak_flops
+    def __init__(self, device: torch.device, peak: MachinePeak):
+        self.device, self.peak = device, peak
         self.reset(time.perf_counter())
 
     def reset(self, now: float) -> None:
@@ -333,7 +334,7 @@ class Window:
         row = {"loss": round(loss / tokens, 4), "nll": round(nll / tokens, 4),
                "ppl": round(math.exp(min(nll / tokens, 50)), 2), "tokens_per_s": round(tokens / seconds, 1),
                "seconds_per_update": round(seconds / max(self.updates, 1), 4),
-               "mfu": round(self.flops / seconds / self.peak_flops, 4)}
+               "mfu": round(self.peak.mfu(self.flops / seconds), 4)}
         self.reset(now)
         return row
 
@@ -406,13 +407,28 @@ def _kept(run: TrainingRun) -> str:
             else "no checkpoint of this run was saved")
 
 
+def _intact_alternative(last: Path) -> str:
+    """What to do when `last` (checkpoint_last.pt) cannot be read: the newest step checkpoint beside it that
+    can, or starting over."""
+    for step_file in reversed(step_checkpoints(last.parent)):
+        try:
+            load_checkpoint(step_file)
+        except CheckpointError:
+            continue
+        return f"the newest intact one is {step_file}: copy it to {last} to resume from it, or pass --restart"
+    return "no intact checkpoint_N.pt beside it: pass --restart to start over"
+
+
 def _resume(run: TrainingRun, path: Path) -> None:
     """Continue from the checkpoint at `path`: weights, optimizer, scaler, batch position, counters and (in a
     single process) the random state."""
-    ckpt = load_checkpoint(path)
+    try:
+        ckpt = load_checkpoint(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{e}; {_intact_alternative(path)}") from None
     resume = read_resume_part(ckpt, path)
     _check_compatible(ckpt["config"], run.cfg, path)
-    run.learner.model.load_state_dict(ckpt["model"])
+    load_weights(run.learner.model, ckpt["model"], path)
     if run.learner.ema is not None:  # a run that turns train.ema_decay on starts its average at these weights
         run.learner.ema.load_state_dict(ckpt.get("ema_model") or ckpt["model"])
     run.learner.optimizer.load_state_dict(resume.optimizer)

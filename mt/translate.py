@@ -63,7 +63,19 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
                  f"{kept} output positions; the output may miss some")
 
     texts = [line_text(line, first_number - 1 + i, fmt) for i, line in enumerate(lines)]
+    for i, text in enumerate(texts):
+        _warn_unknown_characters(tr, text, first_number + i, warn)
     return translate_lines(tr, texts, opts, nbest=fmt.nbest or 1, on_truncate=truncated, alignment=fmt.alignment)
+
+
+def _warn_unknown_characters(tr: Translator, text: LineText, number: int, warn) -> None:
+    """A target prefix or a term with characters the target vocabulary lacks: they can only come out as
+    sentencepiece's unknown piece (" ⁇ "), so say which."""
+    for part, value in (("target prefix", text.prefix), *(("constraint term", term) for term in text.terms)):
+        unknown = tr.tgt_tokenizer.unknown_characters(value)
+        if unknown:
+            warn(f"warning: input line {number}: {part} {value!r} has characters the model's target vocabulary "
+                 f"lacks ({' '.join(unknown)}); they come out as ' ⁇ '")
 
 
 def line_text(line: str, number: int, fmt: LineFormat) -> LineText:

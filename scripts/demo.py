@@ -41,4 +41,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except subprocess.CalledProcessError as e:  # mt said why on stderr (or was stopped by a signal, saving first)
+        print(f"demo: `mt {e.cmd[3]}` ended with exit code {e.returncode}; `make demo` again resumes",
+              file=sys.stderr)
+        sys.exit(e.returncode if e.returncode > 0 else 128 - e.returncode)
+    except KeyboardInterrupt:
+        sys.exit(130)

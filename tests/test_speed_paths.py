@@ -14,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from mt import flops, tuning
 from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
-from mt.flops import machine_peak_flops, training_flops
+from mt.flops import MachinePeak, training_flops
 from mt.masks import padding_mask
 from mt.kernels import linear_layer, linear_relu, plain_torch
 from mt.model import build_model
@@ -111,10 +111,19 @@ def test_the_mfu_yardstick_is_measured_once_per_machine_then_read(tmp_path, monk
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     measured = []
     monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: measured.append(1) or 1e11 * len(measured))
-    first, where = machine_peak_flops(torch.device("cpu"))
-    assert first == 1e11 and "measured now" in where and (tmp_path / "mt" / "matmul_peak.json").exists()
-    again, where = machine_peak_flops(torch.device("cpu"))
-    assert again == 1e11 and len(measured) == 1 and "measured now" not in where  # read, not measured again
+    first = MachinePeak(torch.device("cpu"))
+    assert first.flops == 1e11 and "measured now" in first.where and (tmp_path / "mt" / "matmul_peak.json").exists()
+    again = MachinePeak(torch.device("cpu"))
+    assert again.flops == 1e11 and len(measured) == 1 and "measured now" not in again.where  # read, not measured
+
+
+def test_a_run_faster_than_the_cached_peak_raises_it_and_never_reports_an_mfu_over_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: 1e11)  # measured under load
+    assert MachinePeak(torch.device("cpu")).mfu(5e10) == 0.5
+    assert MachinePeak(torch.device("cpu")).mfu(3e11) == 1.0  # 300% before
+    later = MachinePeak(torch.device("cpu"))
+    assert later.flops == 3e11 and "raised" in later.where and later.mfu(1.5e11) == 0.5
 
 
 @pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16), (4, 1, 16), (2, 100, 16), (160, 16)])

@@ -47,6 +47,8 @@ class ResumePart(NamedTuple):
     skipped_updates: int  # updates skipped for a non-finite loss since the run began
     best_step: int = -1  # the step of that best score (absent before early stopping: -1)
     evals_since_best: int = 0  # dev evaluations since it, for train.patience
+    log_window: tuple = ()  # the updates since the last log line (mt.train.Window.pending), so that the first
+    # line after a resume covers the same updates as an uninterrupted run's
 
 
 MODEL_KEYS = ModelPart._fields

@@ -66,6 +66,7 @@ class TrainingRun:
     learner: Learner  # the model, the wrapper the loop calls, the optimizer, the gradient scaler
     prefetcher: BatchPrefetcher  # the next training batches; its state() is the position a checkpoint saves
     state: TrainState
+    window: Window  # the updates since the last log line
     say: Callable[[str], None]  # a line on stderr on rank 0; nothing on the other ranks
     board: TensorBoardLog | None = None  # with train.tensorboard, on rank 0
     saved_step: int | None = None  # the step checkpoint_last.pt holds, once this run wrote or resumed it
@@ -142,7 +143,8 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
     schedule = training_schedule(data.train_parts, cfg.train.batch_tokens, weights, cfg.train.seed, rt.rank,
                                  rt.world, pad)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
-    run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), say)
+    window = Window(rt.device, MachinePeak(rt.device, rt.autocast_dtype or torch.float32))
+    run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), window, say)
     last = run.out / "checkpoint_last.pt"
     if last.exists() and not restart:
         _resume(run, last)
@@ -227,9 +229,8 @@ def _prepared_data(cfg: Config, rt: Runtime, restart: bool, say) -> PreparedData
 def _loop(run: TrainingRun, stop: StopRequested) -> str:
     """Train until max_steps, a signal or train.patience; returns how it ended."""
     tc, rt = run.cfg.train, run.rt
-    peak = MachinePeak(rt.device, rt.autocast_dtype or torch.float32)
-    run.say(f"mfu: against a matmul peak of {peak.flops / 1e12:.3f} TFLOP/s ({peak.where})")
-    window = Window(rt.device, peak)
+    window = run.window
+    run.say(f"mfu: against a matmul peak of {window.peak.flops / 1e12:.3f} TFLOP/s ({window.peak.where})")
     bar = tqdm(total=tc.max_steps, initial=run.state.step, disable=not (rt.is_main and is_terminal()),
                dynamic_ncols=True, unit="step")
     while run.state.step < tc.max_steps and stop.signal_name is None:
@@ -278,8 +279,10 @@ def _log_evaluate_save(run: TrainingRun, lr: float, window: Window, bar, stop: S
     """After an update: a log line, a dev evaluation and checkpoints, each when its interval comes round.
     True when train.patience evaluations in a row did not improve the best score: time to stop."""
     tc, step = run.cfg.train, run.state.step
-    if step % tc.log_every == 0 or step == tc.max_steps:
-        _log_train(run, lr, window, bar)
+    on_schedule = step % tc.log_every == 0
+    if on_schedule or step == tc.max_steps:  # a last line off the schedule leaves the window open: a run
+        _log_train(run, lr, window, bar, new_window=on_schedule)  # continued to a later max_steps logs as one
+
     start = time.perf_counter()
     evaluated = (step % tc.eval_every == 0 or step == tc.max_steps) and run.data.dev is not None
     if evaluated:
@@ -317,6 +320,17 @@ class Window:
     def reset(self, now: float) -> None:
         self.sums, self.flops, self.updates, self.start = torch.zeros(3, device=self.device), 0.0, 0, now
 
+    def pending(self) -> tuple:
+        """What the window holds so far (reads the device): (loss, nll, tokens, FLOPs, updates, seconds)."""
+        return (*self.sums.tolist(), self.flops, self.updates, time.perf_counter() - self.start)
+
+    def restore(self, pending: tuple) -> None:
+        """Continue the window `pending` describes (nothing: an empty window)."""
+        if pending:
+            *sums, self.flops, self.updates, seconds = pending
+            self.sums = torch.tensor(sums, device=self.device)
+            self.start = time.perf_counter() - seconds
+
     def add(self, sums: torch.Tensor, flops: float) -> None:
         self.sums += sums
         self.flops += flops
@@ -326,8 +340,8 @@ class Window:
         """Leave `seconds` spent on other work (evaluation, checkpoints) out of the window's time."""
         self.start += seconds
 
-    def row(self) -> dict:
-        """The metrics of the window (reads the device once), then starts a new window."""
+    def row(self, new_window: bool = True) -> dict:
+        """The metrics of the window (reads the device once), then (if `new_window`) starts a new window."""
         now = time.perf_counter()
         loss, nll, tokens = self.sums.tolist()
         seconds, tokens = max(now - self.start, 1e-9), max(tokens, 1.0)
@@ -335,12 +349,13 @@ class Window:
                "ppl": round(math.exp(min(nll / tokens, 50)), 2), "tokens_per_s": round(tokens / seconds, 1),
                "seconds_per_update": round(seconds / max(self.updates, 1), 4),
                "mfu": round(self.peak.mfu(self.flops / seconds), 4)}
-        self.reset(now)
+        if new_window:
+            self.reset(now)
         return row
 
 
-def _log_train(run: TrainingRun, lr: float, window: Window, bar) -> None:
-    row = {"step": run.state.step, "split": "train", **window.row(), "lr": lr,
+def _log_train(run: TrainingRun, lr: float, window: Window, bar, new_window: bool = True) -> None:
+    row = {"step": run.state.step, "split": "train", **window.row(new_window), "lr": lr,
            "skipped_updates": run.state.skipped_updates}
     if not run.rt.is_main:
         return
@@ -375,7 +390,7 @@ def _checkpoint(run: TrainingRun) -> dict:
     resume_part = ResumePart(optimizer=learner.optimizer.state_dict(), scaler=learner.scaler.state_dict(), rng=rng,
                              data_state=run.prefetcher.state(), best_bleu=state.best_score, bad_steps=state.bad_steps,
                              skipped_updates=state.skipped_updates, best_step=state.best_step,
-                             evals_since_best=state.evals_since_best)
+                             evals_since_best=state.evals_since_best, log_window=run.window.pending())
     return checkpoint_dict(model_part, resume_part)
 
 
@@ -437,6 +452,7 @@ def _resume(run: TrainingRun, path: Path) -> None:
     run.state = TrainState(ckpt["step"], resume.best_bleu, resume.bad_steps, resume.skipped_updates,
                            resume.best_step, resume.evals_since_best)
     run.saved_step = ckpt["step"]
+    run.window.restore(resume.log_window)
     if run.rt.world == 1:  # random state is per process; exact resume is promised for single-process runs
         torch.set_rng_state(resume.rng["torch"])
         if "cuda" in resume.rng and torch.cuda.is_available():

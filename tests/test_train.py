@@ -146,3 +146,16 @@ def test_fine_tuning_starts_from_a_checkpoints_weights_and_tokenizers(trained_ti
     other = run_mt("train", TINY, *tiny_overrides(tmp_path / "other", **overrides, **{"model.d_ff": 96}),
                    check=False)
     assert "differ from the checkpoint's" in one_error_line(other) and "model.d_ff" in one_error_line(other)
+
+
+def test_the_first_log_line_after_a_resume_covers_the_same_updates_as_an_uninterrupted_run(tmp_path):
+    """A run stopped between two log lines (here at step 15, logging every 10) saves the updates since the last
+    line with its checkpoint; resumed, its line at step 20 equals the uninterrupted run's."""
+    base = {"train.log_every": 10, "train.save_every": 15, "train.eval_every": 100}
+    run_mt("train", TINY, *tiny_overrides(tmp_path / "whole", **base, **{"train.max_steps": 20}))
+    args = tiny_overrides(tmp_path / "parts", **base, **{"train.max_steps": 15})
+    run_mt("train", TINY, *args)
+    run_mt("train", TINY, *args, "--set", "train.max_steps=20")
+    whole, parts = (read_metrics(tmp_path / name) for name in ("whole", "parts"))
+    at = {name: next(r for r in rows if r["step"] == 20) for name, rows in (("whole", whole), ("parts", parts))}
+    assert {k: at["parts"][k] for k in ("loss", "nll", "ppl")} == {k: at["whole"][k] for k in ("loss", "nll", "ppl")}

@@ -270,7 +270,7 @@ def average(
     check_output(str(output), inputs=_checkpoint_inputs(paths))
     averaged = average_checkpoints(paths, raw_weights)
     save_checkpoint(output, averaged)
-    _warn(f"averaged {len(paths)} checkpoints into {output}")
+    _warn(f"averaged {len(paths)} checkpoint{'s' if len(paths) > 1 else ''} into {output}")
 
 
 @app.command()
@@ -460,7 +460,7 @@ def _wrote(output: Path | None) -> None:
 
 
 def main() -> None:
-    """Exit codes: 0 done; 1 an error, one line on stderr; 2 a usage error (typer's); 130 Ctrl-C; 141 the reader
+    """Exit codes: 0 done; 1 an error, one line on stderr; 2 a usage error (typer's); 130 Ctrl-C; 143 SIGTERM; 141 the reader
     of stdout went away (a closed pipe, as other Unix tools end); `mt train` stopped by a signal, 128 + its
     number (130 SIGINT, 143 SIGTERM) after saving a checkpoint it resumes from."""
     _tuning.update(tune_process(sys.argv[1:]))  # before any command imports torch (mt/tuning.py)

@@ -460,9 +460,10 @@ def _wrote(output: Path | None) -> None:
 
 
 def main() -> None:
-    """Exit codes: 0 done; 1 an error, one line on stderr; 2 a usage error (typer's); 130 Ctrl-C; 143 SIGTERM; 141 the reader
-    of stdout went away (a closed pipe, as other Unix tools end); `mt train` stopped by a signal, 128 + its
-    number (130 SIGINT, 143 SIGTERM) after saving a checkpoint it resumes from."""
+    """Exit codes: 0 done; 1 an error, one line on stderr; 2 a usage error (typer's); 130 Ctrl-C; 143 SIGTERM
+    (what was being written is removed); 141 the reader of stdout went away (a closed pipe, as other Unix tools
+    end); `mt train` stopped by a signal, 128 + its number (130 SIGINT, 143 SIGTERM) after saving a checkpoint
+    it resumes from."""
     _tuning.update(tune_process(sys.argv[1:]))  # before any command imports torch (mt/tuning.py)
     signal.signal(signal.SIGTERM, _terminated)  # `mt train` and `mt serve` handle it themselves while they run
     if sys.stdout is None:  # started with stdout closed (`>&-`): a command that prints says so

@@ -49,8 +49,7 @@ def folder_lock(folder: str | Path, what: str):
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace").strip() or "another process"
             raise MtError(f"{folder} is in use by {holder}; wait for it to end or use another output_dir") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()} ({what}: {' '.join(sys.argv)})".encode(), 0)
+        _note_holder(fd, folder / LOCK_NAME, what)
         _held[folder] = 1
         try:
             yield
@@ -61,6 +60,15 @@ def folder_lock(folder: str | Path, what: str):
                 _remove_created(folder, created)
     finally:
         os.close(fd)  # closing drops the lock
+
+
+def _note_holder(fd: int, path: Path, what: str) -> None:
+    """Write who holds the lock into it (a full disk fails here first: name the file)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()} ({what}: {' '.join(sys.argv)})".encode(), 0)
+    except OSError as e:
+        raise MtError(f"{path}: cannot write the lock file ({e.strerror})") from None
 
 
 def _claim(folder: Path, given) -> list[Path]:

@@ -1,0 +1,127 @@
+"""What a user is told: characters a model cannot write, damaged checkpoints, YAML that is valid, a busy port,
+an empty prepare; each a warning or one line naming the file, key or option, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, TINY, run_mt
+from tests.test_faults import fails_cleanly
+
+
+@pytest.fixture(scope="module")
+def model(trained_tiny):
+    return trained_tiny / "checkpoint_last.pt"
+
+
+@pytest.mark.parametrize("mode, line, part", [("--prefix", "Hallo\tDas 😀 ist שלום", "target prefix"),
+                                              ("--constraints", "Hallo\t中文", "constraint term")])
+def test_characters_the_target_vocabulary_lacks_are_named_in_a_warning(model, mode, line, part):
+    proc = run_mt("translate", "-c", model, mode, input=line + "\n")
+    warning = [w for w in proc.stderr.splitlines() if w.startswith("warning:")]
+    assert len(warning) == 1 and part in warning[0] and "input line 1" in warning[0]
+    unknown = "😀 ש ל ו ם" if mode == "--prefix" else "中 文"
+    assert f"({unknown})" in warning[0]
+
+
+def test_a_prefix_in_the_vocabulary_gives_no_warning(model):
+    assert "warning" not in run_mt("translate", "-c", model, "--prefix", input="Hallo\tThe\n").stderr
+
+
+def test_an_empty_source_with_a_prefix_is_decoded_from_its_prefix(model):
+    out = run_mt("translate", "-c", model, "--prefix", input="\tThis package\n\n").stdout.splitlines()
+    assert out[0].startswith("This package") and out[1] == ""
+
+
+def test_a_checkpoint_without_model_weights_is_one_line(model, tmp_path):
+    ckpt = torch.load(model, weights_only=True)
+    del ckpt["model"]
+    torch.save(ckpt, tmp_path / "broken.pt")
+    for args in (["translate", "-c", tmp_path / "broken.pt"], ["info", tmp_path / "broken.pt"],
+                 ["export", "-c", tmp_path / "broken.pt", "-o", tmp_path / "out"]):
+        line = fails_cleanly(run_mt(*args, check=False, input="Hallo\n"), tmp_path / "broken.pt")
+        assert "holds no model" in line
+
+
+def test_weights_that_do_not_fit_the_stored_config_are_one_line(model, tmp_path):
+    ckpt = torch.load(model, weights_only=True)
+    ckpt["config"]["model"]["d_ff"] *= 2
+    torch.save(ckpt, tmp_path / "edited.pt")
+    line = fails_cleanly(run_mt("translate", "-c", tmp_path / "edited.pt", check=False, input="Hallo\n"),
+                         tmp_path / "edited.pt")
+    assert "do not fit" in line and "size mismatch" in line
+
+
+def test_a_corrupt_checkpoint_last_names_the_newest_intact_step_checkpoint(tmp_path):
+    from tests.conftest import tiny_overrides
+
+    args = tiny_overrides(tmp_path, **{"train.max_steps": 4, "train.save_every": 2, "train.eval_every": 100})
+    run_mt("train", TINY, *args)
+    last = tmp_path / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[:1000])
+    (tmp_path / "checkpoint_4.pt").write_bytes(b"torn")
+    line = fails_cleanly(run_mt("train", TINY, *args, "--set", "train.max_steps=6", check=False), last)
+    assert "truncated or corrupt" in line and str(tmp_path / "checkpoint_2.pt") in line
+    assert "PytorchStreamReader" not in line
+
+
+def test_yaml_merge_keys_and_a_dotless_exponent_are_read_as_meant(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("model: &m\n  d_model: 64\n  n_heads: 4\ndecode:\n  beam_size: 2\n"
+                      "train:\n  lr_scale: 1e-3\n  <<: {warmup_steps: 10}\n")
+    proc = run_mt("info", config, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "d_model: 64" in proc.stdout
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_non_finite_number_is_a_config_error(value):
+    fails_cleanly(run_mt("info", TINY, "--set", f"train.lr_scale={value}", check=False), "train.lr_scale", "finite")
+
+
+def test_a_busy_port_is_one_line_before_any_model_loads(model):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run_mt("serve", "-m", f"de:en={model}", "--port", port, check=False, timeout=120)
+    line = fails_cleanly(proc, f"--port {port}")
+    assert "in use" in line and "mt serve: de-en" not in proc.stderr
+
+
+def test_info_of_an_exported_directory_describes_it(model, tmp_path):
+    run_mt("export", "-c", model, "-o", tmp_path / "exported")
+    out = run_mt("info", tmp_path / "exported").stdout
+    assert "parameters:" in out and "sentencepiece models" in out
+    fails_cleanly(run_mt("info", tmp_path, check=False), tmp_path, "not one written by `mt export`")
+
+
+def test_mt_bench_train_prints_no_mfu_over_100_and_leaves_no_run_folder(tmp_path):
+    from mt.flops import _device_name
+
+    cache = tmp_path / "cache"
+    (cache / "mt").mkdir(parents=True)
+    low = {"flops": 1e6, "measured": "2026-01-01"}  # a peak measured under load: far below what any run reaches
+    keys = [f"{_device_name(torch.device('cpu'))} | torch.float32 | {n} threads" for n in range(1, 65)]
+    (cache / "mt" / "matmul_peak.json").write_text(json.dumps({key: low for key in keys}))
+    project = tmp_path / "project"
+    project.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "mt", "bench", "train", str(TINY), "--steps", "4", "--warmup", "1",
+                           "--json", "--set", "output_dir=runs/tiny",
+                           "--set", f"data.train_src={ROOT / 'data/ddtp-de-en/sample-2k.de'}",
+                           "--set", f"data.train_tgt={ROOT / 'data/ddtp-de-en/sample-2k.en'}",
+                           "--set", "data.dev_src=null", "--set", "data.dev_tgt=null"],
+                          capture_output=True, text=True, cwd=project,
+                          env={**os.environ, "XDG_CACHE_HOME": str(cache), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    mfu = [result["mfu"], result["reference_mfu"]]
+    assert all(0 < m <= 1 for m in mfu) and max(mfu) == 1  # the faster side raised the stale peak
+    assert not (project / "runs").exists() and list(project.iterdir()) == []

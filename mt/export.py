@@ -153,17 +153,17 @@ EXPORT_FILES = frozenset({MARKER, "model.bin", "config.json", "source.spm", "tar
 
 
 def check_replaceable(output_dir: Path, force: bool, written: frozenset[str] = EXPORT_FILES) -> None:
-    """Before any work: `output_dir` is new, empty, or (with `force`) an earlier export, holding only files in
+    """Before any work: `output_dir` is new, or (with `force`) empty or an earlier export, holding only files in
     `written` with MARKER among them; never a folder of anyone else's files."""
     if not output_dir.exists():
         return
     if not output_dir.is_dir():
         raise MtError(f"-o {output_dir}: exists and is not a folder; an export writes a folder")
+    if not force:
+        raise MtError(f"{output_dir} exists; remove it or pass --force")
     entries = sorted(output_dir.iterdir())
     if not entries:
         return
-    if not force:
-        raise MtError(f"-o {output_dir}: exists; remove it or pass --force")
     foreign = [p.name for p in entries if p.name not in written or not p.is_file() or p.is_symlink()]
     if foreign or not (output_dir / MARKER).is_file():
         what = f"holds {foreign[0]}, which" if foreign else f"has no {MARKER}, so it"

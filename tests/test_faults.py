@@ -460,7 +460,7 @@ def test_average_refuses_checkpoints_whose_vocabularies_differ_at_the_same_size(
 
 def test_average_last_takes_exactly_the_newest_n(trained_tiny, tmp_path):
     proc = run_mt("average", "--last", "1", trained_tiny, "-o", tmp_path / "avg.pt")
-    assert "averaged 1 checkpoints" in proc.stderr
+    assert "averaged 1 checkpoint into" in proc.stderr
     assert load_checkpoint(tmp_path / "avg.pt")["averaged_from"] == [str(trained_tiny / "checkpoint_60.pt")]
 
 

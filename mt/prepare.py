@@ -19,15 +19,12 @@ from __future__ import annotations
 import array
 import json
 import shutil
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
-from tqdm import tqdm
 
 from mt.files import atomic_write_text
 from mt.checkpoint import init_source
@@ -35,6 +32,7 @@ from mt.config import Config, config_to_dict, data_identity
 from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
 from mt.data import TrainingCorpus, load_split, training_corpora
 from mt.errors import DataError
+from mt.progress import Progress
 from mt.tokenizer import Tokenizer, train_tokenizer
 
 FORMAT = "mt-prepared-2"  # 1 was one torch file, corpus.pt, loaded whole
@@ -145,7 +143,7 @@ def _build(cfg: Config, folder: Path, log) -> None:
         (folder / "tgt.model").write_bytes(tgt_tok.model_proto)
     counts, parts = {"empty": 0, "too_long": 0}, []
     with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \
-            _Progress("encoded", pairs, log) as progress:
+            Progress("prepare", "encoded", pairs, log) as progress:
         for i, corpus in enumerate(corpora):
             tag = _tag_id(src_tok, corpus.tag, i)
             before = writer.pairs
@@ -248,7 +246,7 @@ def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[
     reservoirs = [Reservoir(tc.max_sentences, seed)] if tc.joint else \
         [Reservoir(tc.max_sentences, seed), Reservoir(tc.max_sentences, seed + 1)]
     pairs = 0
-    with _Progress("read", None, log) as progress:
+    with Progress("prepare", "read", None, log) as progress:
         for src, tgt in (chunk for corpus in corpora for chunk in corpus.chunks()):
             reservoirs[0].add(src, pairs)
             reservoirs[-1].add(tgt, pairs + TGT_KEYS)
@@ -264,36 +262,3 @@ def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[
     tags = list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag))
     tokenizers = [train_tokenizer(r.lines(), tc, tags if i == 0 else ()) for i, r in enumerate(reservoirs)]
     return tokenizers[0], tokenizers[-1], pairs
-
-
-# ---------------------------------------------------------------- progress
-
-
-class _Progress:
-    """Pairs per second: a tqdm bar on a terminal; otherwise a line every 30 s and one at the end."""
-
-    EVERY_S = 30.0
-
-    def __init__(self, what: str, total: int | None, log):
-        self.what, self.log, self.done = what, log, 0
-        self.start = self.last_line = time.perf_counter()
-        self.bar = tqdm(total=total, desc=f"prepare: {what}", unit=" pairs", unit_scale=True, file=sys.stderr,
-                        disable=not sys.stderr.isatty(), dynamic_ncols=True, leave=False)
-
-    def update(self, n: int) -> None:
-        self.done += n
-        self.bar.update(n)
-        now = time.perf_counter()
-        if self.bar.disable and now - self.last_line >= self.EVERY_S:
-            self.last_line = now
-            self.log(f"prepare: {self.what} {self.done:,} pairs ({self.done / (now - self.start):,.0f} pairs/s)")
-
-    def __enter__(self) -> _Progress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.bar.close()
-        if exc[0] is None:
-            seconds = time.perf_counter() - self.start
-            self.log(f"prepare: {self.what} {self.done:,} pairs in {seconds:.1f} s "
-                     f"({self.done / max(seconds, 1e-9):,.0f} pairs/s)")

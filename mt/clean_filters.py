@@ -108,12 +108,14 @@ def urls(p: Pair, c: CleanConfig) -> bool:
     return _URL.findall(p.src) != _URL.findall(p.tgt)
 
 
-_NUMBER = re.compile(r"(?:(?<=\s)|^)[-+]?0*(\d+(?:[.,:]\d+)*)\b|\b0*(\d+(?:[.,:]\d+)*)\b")
+# every run of digits, also inside a word (mp3, x86, Python3; OpusCleaner's num_mismatch takes whole words
+# only), with its decimal or thousands separators; leading zeros dropped
+_NUMBER = re.compile(r"0*(\d+(?:[.,:]\d+)*)")
 
 
 def _numbers(text: str) -> set[str]:
     # the separators are compared as one mark: 1,000.5 (en) and 1.000,5 (de) are the same number
-    return {re.sub(r"[.,:]", "*", a or b) for a, b in _NUMBER.findall(text)}
+    return {re.sub(r"[.,:]", "*", n) for n in _NUMBER.findall(text)}
 
 
 def numbers(p: Pair, c: CleanConfig) -> bool:

@@ -4,8 +4,8 @@ order) and report how many each filter removed.
 Memory stays bounded whatever the corpus' size: pairs are read `CHUNK_PAIRS` at a time and written out at once;
 the one state that grows is the set of pairs seen (for duplicates), kept as 8-byte hashes in sorted numpy runs
 (`SeenHashes`): 76 MiB for 10 million distinct pairs, and a peak of about 200 MiB while the largest runs merge
-(measured: docs/cleaning.md). The
-outputs are written beside their paths and renamed when complete (mt/files.py): both or neither.
+(measured: docs/cleaning.md). The outputs are written beside their paths and renamed when complete
+(mt/files.py): both or neither.
 """
 
 from __future__ import annotations

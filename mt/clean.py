@@ -131,10 +131,12 @@ def clean_corpus(chunks: RawChunks, out_src: Path, out_tgt: Path, cfg: CleanConf
             why = cleaner.reasons(src_raw, tgt_raw)
             _write(files, src_raw, tgt_raw, why, report.pairs + 1)
             for reason in why:
-                report.removed[reason or "kept"] = report.removed.get(reason or "kept", 0) + 1
+                if reason is None:
+                    report.kept += 1
+                else:
+                    report.removed[reason] += 1
             report.pairs += len(why)
             progress.update(len(why))
-    report.kept = report.removed.pop("kept", 0)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -204,7 +206,11 @@ def output_paths(prefix: str, src_path: Path, tgt_path: Path) -> tuple[Path, Pat
     if not src_ext or not tgt_ext or src_ext == tgt_ext:
         raise DataError(f"{src_path}, {tgt_path}: the outputs are named PREFIX plus each input's extension, so "
                         "the inputs need two different extensions (train.de, train.en)")
-    return Path(prefix + src_ext), Path(prefix + tgt_ext)
+    outputs = Path(prefix + src_ext), Path(prefix + tgt_ext)
+    for out in outputs:
+        if out.exists() and any(out.samefile(p) for p in (src_path, tgt_path) if Path(p).exists()):
+            raise DataError(f"-o {prefix}: would write {out} over an input; choose another PREFIX")
+    return outputs
 
 
 def write_report(report: Report, path: Path) -> None:

@@ -129,7 +129,7 @@ def score_removal(out: Path, kinds: list[str]) -> dict:
     return table
 
 
-def train_and_score(out: Path, name: str, src: Path, tgt: Path, steps: int | None) -> dict:
+def train_and_score(out: Path, name: str, src: Path, tgt: Path, steps: int | None, beam_size: int | None) -> dict:
     run = out / f"train-{name}"
     sets = {"output_dir": run, "data.train_src": src, "data.train_tgt": tgt}
     if steps:
@@ -139,8 +139,9 @@ def train_and_score(out: Path, name: str, src: Path, tgt: Path, steps: int | Non
     start = time.perf_counter()
     mt("train", ROOT / "configs" / "demo.yaml", *args)
     trained = time.perf_counter() - start
+    beam = ["--beam-size", beam_size] if beam_size else []
     result = mt("evaluate", "-c", run / "checkpoint_last.pt", "--src", DATA / "dev.de", "--ref", DATA / "dev.en",
-                "-o", run / "dev.hyp.en", capture_output=True, text=True)
+                "-o", run / "dev.hyp.en", *beam, capture_output=True, text=True)
     bleu = re.search(r"^bleu\t([0-9.]+)", result.stdout, re.MULTILINE | re.IGNORECASE)
     return {"bleu": float(bleu.group(1)) if bleu else None, "train_s": trained,
             "evaluate_output": (result.stdout + result.stderr).strip().splitlines()[-3:]}
@@ -152,6 +153,7 @@ def main():
     parser.add_argument("--french", type=Path, help="French sentences, one a line (DDTP's fr-en train.fr)")
     parser.add_argument("--steps", type=int, default=None, help="train.max_steps (default: the demo's)")
     parser.add_argument("--no-train", action="store_true", help="measure the cleaning only")
+    parser.add_argument("--beam-size", type=int, help="for the dev BLEU (default: the demo's, 4); 1: greedy")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", dest="sets", action="append", default=[], help="clean.key=value for mt clean")
     args = parser.parse_args()
@@ -164,10 +166,10 @@ def main():
         corpora = {"clean": (DATA / "train.de", DATA / "train.en"),
                    "noisy": (args.out / "noisy.de", args.out / "noisy.en"),
                    "cleaned": (args.out / "cleaned.de", args.out / "cleaned.en")}
-        summary["steps"] = args.steps
+        summary["steps"], summary["beam_size"] = args.steps, args.beam_size
         summary["bleu"] = {}
         for name, (src, tgt) in corpora.items():
-            summary["bleu"][name] = train_and_score(args.out, name, src, tgt, args.steps)
+            summary["bleu"][name] = train_and_score(args.out, name, src, tgt, args.steps, args.beam_size)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
             print(f"{name}: dev BLEU {summary['bleu'][name]['bleu']} ({summary['bleu'][name]['train_s']:.0f} s "
                   "training)", flush=True)

@@ -173,6 +173,17 @@ def test_bad_settings_are_one_line_errors(tmp_path, args, message):
     assert not list(tmp_path.glob("out*")) and not list(tmp_path.glob(".out*"))
 
 
+def test_a_config_file_with_an_unknown_clean_key_and_an_output_over_an_input_are_refused(tmp_path):
+    src, tgt = _write(tmp_path / "train.de", ["Hallo Welt"]), _write(tmp_path / "train.en", ["Hello world"])
+    (tmp_path / "clean.yaml").write_text("clean:\n  max_words: 50\n  lenght_ratio: 2\n")
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "out", "--config", tmp_path / "clean.yaml",
+                  check=False)
+    assert proc.returncode == 1 and f"{tmp_path / 'clean.yaml'}: unknown key 'clean.lenght_ratio'" in proc.stderr
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "train", check=False)
+    assert proc.returncode == 1 and "over an input" in proc.stderr
+    assert src.read_text() == "Hallo Welt\n"
+
+
 def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path):
     """`ulimit -f` (file size in 1 KiB blocks) makes the write fail as a full disk does (EFBIG, not ENOSPC)."""
     rows = [f"Das ist der Satz Nummer {i} über das Haus." for i in range(3000)]

@@ -30,7 +30,8 @@ def _model():
 @functools.cache
 def known_languages() -> frozenset[str]:
     """The codes the model can answer (de, en, fr, zh, ... and a few of three letters, e.g. als, ceb)."""
-    labels = _model().predict("", k=-1)[0]  # every label, scored (fasttext-predict has no get_labels)
+    labels = _model().predict("", k=-1, threshold=-1.0)[0]  # every label (fasttext-predict has no get_labels;
+    # the default threshold 0 leaves out the labels whose probability rounds to 0)
     return frozenset(label[len(_LABEL):] for label in labels)
 
 
@@ -50,7 +51,7 @@ def detect_languages(texts: Sequence[str], candidates: Collection[str] | None = 
             check_language(code, "candidates")
     found = []
     for text in texts:
-        labels = model.predict(" ".join(text.split()), k=1 if wanted is None else -1)[0]
+        labels = model.predict(" ".join(text.split()), k=1 if wanted is None else -1, threshold=-1.0)[0]
         best = next((label for label in labels if wanted is None or label in wanted), None)
         found.append(best[len(_LABEL):] if best else next(iter(candidates)))
     return found

@@ -130,8 +130,8 @@ def test_every_filter_can_be_switched_off(tmp_path):
 
 
 def test_memory_stays_bounded_on_a_large_corpus(tmp_path):
-    """150,000 distinct pairs against 20,000 (both in full chunks): a Python set of the pairs would grow by
-    over 35 MB; the 8-byte hashes grow by 1 MB."""
+    """100,000 distinct pairs against 20,000 (both in full chunks): a Python set of the pairs would grow by
+    about 20 MB; the 8-byte hashes grow by 0.6 MB."""
     def corpus(n: int, name: str):
         words = [f"wort{i}" for i in range(n)]
         src = _write(tmp_path / f"{name}.de", (f"Das Haus {w} steht am Fluss und {w} sieht es" for w in words))
@@ -146,9 +146,9 @@ def test_memory_stays_bounded_on_a_large_corpus(tmp_path):
                              capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
         return float(out.stdout)
 
-    small, large = peak_rss_mb(*corpus(20_000, "small")), peak_rss_mb(*corpus(150_000, "large"))
-    assert len((tmp_path / "out.de").read_text().splitlines()) == 150_000
-    naive = sys.getsizeof(set(range(130_000))) / 2**20 + 130_000 * (2 * 100 + 56) / 2**20  # set, str, tuples
+    small, large = peak_rss_mb(*corpus(20_000, "small")), peak_rss_mb(*corpus(100_000, "large"))
+    assert len((tmp_path / "out.de").read_text().splitlines()) == 100_000
+    naive = sys.getsizeof(set(range(80_000))) / 2**20 + 80_000 * (2 * 100 + 56) / 2**20  # set, str, tuples
     assert large - small < 10 < naive, (small, large, naive)
 
 

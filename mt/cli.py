@@ -65,6 +65,34 @@ def prepare(config: Path, set_: SetOption = None,
 
 
 @app.command()
+def clean(
+    src: Annotated[Path, typer.Option("--src", help="Source side: a UTF-8 text file, one sentence a line.")],
+    tgt: Annotated[Path, typer.Option("--tgt", help="Target side, line-aligned with --src.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="PREFIX: writes PREFIX.SRC_EXT and PREFIX.TGT_EXT.")],
+    src_lang: Annotated[Optional[str], typer.Option(help="Source language (default: --src's extension).")] = None,
+    tgt_lang: Annotated[Optional[str], typer.Option(help="Target language (default: --tgt's extension).")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="A YAML config whose clean section sets the filters.")]
+    = None,
+    set_: SetOption = None,
+    report: Annotated[Optional[Path], typer.Option(help="Also write the report as JSON to this file.")] = None,
+    rejected: Annotated[Optional[Path], typer.Option(help="Write each pair removed: line, filter, source, "
+                                                     "target (tab-separated).")] = None,
+):
+    """Remove noisy pairs from a parallel corpus; print how many each filter removed (docs/cleaning.md)."""
+    from mt.clean import clean_corpus, corpus_languages, file_chunks, output_paths, write_report
+    from mt.config import load_config
+
+    cfg = load_config(config, set_ or []).clean
+    out_src, out_tgt = output_paths(output, src, tgt)
+    langs = corpus_languages(src, tgt, src_lang, tgt_lang, cfg)
+    result = clean_corpus(file_chunks(src, tgt), out_src, out_tgt, cfg, *langs, rejected=rejected, log=_warn)
+    _warn(result.table())
+    if report is not None:
+        write_report(result, report)
+    _warn(f"wrote {out_src} and {out_tgt}")
+
+
+@app.command()
 def train(config: Path, set_: SetOption = None,
           restart: Annotated[bool, typer.Option(help="Start over even if output_dir has a checkpoint.")] = False):
     """Train a model; resumes from output_dir/checkpoint_last.pt when it exists."""

@@ -1,6 +1,6 @@
 """Typed configuration loaded from YAML; the only place a default is defined.
 
-A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`.
+A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`, `clean`.
 `--set section.key=value` overrides are parsed with YAML and checked against the field's type.
 """
 
@@ -46,6 +46,8 @@ class DataConfig:
     max_len: int = 256  # subword tokens per side; longer training pairs are skipped and counted
     pad_to_multiple: int | str = "auto"  # batch lengths rounded up to a multiple of this; auto: 8 on CUDA or
     # with train.compile (repeating shapes suit tensor cores and compiled graphs), 1 on a CPU (padding is waste)
+    clean: bool = False  # not in the paper: `mt prepare` runs the training corpus through `mt clean` (the clean
+    # section) first and keeps its report in data/clean.json; the dev set is never cleaned
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,44 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
+class CleanConfig:
+    """`mt clean` (mt/clean.py): each filter removes a pair when it fails on either side; 0 or false turns it off.
+    Sources of the defaults: Mozilla's translations pipeline (clean_parallel.py), OpusCleaner's filters and
+    OpusFilter's (docs/cleaning.md)."""
+
+    empty: bool = True  # a side empty or whitespace only (OpusCleaner remove_empty_lines)
+    min_words: int = 1  # words per side (Mozilla clean_parallel MIN_LENGTH; OpusCleaner max_length)
+    max_words: int = 150  # (Mozilla clean_parallel MAX_LENGTH; OpusCleaner max_length)
+    min_chars: int = 1  # characters per side (OpusFilter LengthFilter's minimum, in characters)
+    max_chars: int = 1000  # (none of the three sets one; max_words at about 6.5 characters a word)
+    max_word_chars: int = 150  # the longest word, in characters (OpusCleaner max_word_length)
+    length_ratio: float = 3.0  # the longer side's words / the shorter side's, at most (OpusFilter's
+    # LengthRatioFilter in its example configurations; Mozilla's clean_parallel uses 2)
+    ratio_min_words: int = 0  # the length ratio applies only when the longer side has more words than this
+    copies: bool = True  # source equals target, ignoring case (Mozilla clean_parallel IDENTICAL; OpusCleaner
+    # src_trg_same)
+    max_copied_words: float = 0.0  # remove when this share of the target's words, or more, are source words
+    # (target mostly source words); 0: off
+    duplicates: bool = True  # a pair seen before, exactly (OpusCleaner deduplicate)
+    duplicate_sources: bool = False  # a source seen before, whatever its target: one pair per source
+    encoding: bool = True  # replacement characters, control characters, mojibake (UTF-8 read as cp1252/latin-1)
+    html: bool = True  # HTML tags or entities (OpusFilter HtmlTagFilter)
+    urls: bool = True  # the two sides' URLs differ, in order (OpusCleaner url_mismatch)
+    numbers: float = 1.0  # (shared + 1) / (differing + 1) numbers below this removes the pair (OpusCleaner
+    # num_mismatch --ratio 1.0); 0: off
+    punctuation: float | None = -2.0  # OpusFilter TerminalPunctuationFilter's score -log(1 + mismatch) below this
+    # removes the pair (its default -2); null: off
+    min_alpha_words: float = 0.4  # share of words that hold a letter of the side's script (Mozilla clean_parallel
+    # RATIO_ALPHA_WORDS; OpusCleaner alpha_ratio)
+    min_alpha_chars: float = 0.5  # share of non-space characters that are letters of the side's script (Mozilla
+    # clean_parallel RATIO_ALPHA_CHARS; OpusCleaner alpha_ratio)
+    language_id: bool = True  # each side's language, detected by fastText's lid.176 model (mt/language_id.py),
+    # must be the side's language (OpusCleaner fasttext_filter; OpusFilter LanguageIDFilter)
+    language_min_prob: float = 0.0  # a side also passes when its language has this probability, though another
+    # is more probable; 0: the most probable only (OpusCleaner, OpusFilter)
+
+
+@dataclass(frozen=True)
 class Config:
     output_dir: str = "runs/default"
     data: DataConfig = field(default_factory=DataConfig)
@@ -132,6 +172,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    clean: CleanConfig = field(default_factory=CleanConfig)
 
 
 _SECTION_CLASSES = {
@@ -140,6 +181,7 @@ _SECTION_CLASSES = {
     "model": ModelConfig,
     "train": TrainConfig,
     "decode": DecodeConfig,
+    "clean": CleanConfig,
 }
 DEVICES = ("auto", "cpu", "cuda")
 _CHOICES = {
@@ -202,9 +244,12 @@ def data_identity(cfg: Config) -> dict:
     run must agree on these. `data.pad_to_multiple` only widens batch tensors, so it may change; with
     `train.init_from`, the tokenizers are that checkpoint's."""
     d = config_to_dict(cfg)
-    # An empty data.train is left out, so caches and checkpoints made before it existed still match.
-    data = {k: v for k, v in d["data"].items() if k != "pad_to_multiple" and not (k == "train" and not v)}
+    # An empty data.train and data.clean off are left out, so caches and checkpoints made before they existed
+    # still match.
+    data = {k: v for k, v in d["data"].items() if k != "pad_to_multiple" and not (k in ("train", "clean") and not v)}
     identity = {"data": data, "tokenizer": d["tokenizer"]}
+    if cfg.data.clean:
+        identity["clean"] = d["clean"]
     if cfg.train.init_from:
         identity["train"] = {"init_from": cfg.train.init_from}
     return identity
@@ -371,6 +416,7 @@ def _validate(cfg: Config, source: str) -> None:
         if value < 0:
             fail(key, f"must not be negative, got {value}")
     check_decode(d, source)
+    _validate_clean(cfg.clean, fail)
     if t.patience and not (cfg.data.dev_src or cfg.data.dataset):
         fail("train.patience", "needs a dev set (data.dev_src and data.dev_tgt, or data.dataset)")
     if k.vocab_size < 8:
@@ -387,6 +433,19 @@ def _validate_corpora(data: DataConfig, fail) -> None:
             fail(f"data.train[{i}].weight", f"must be positive, got {corpus.weight}")
         if corpus.tag is not None and (not corpus.tag or any(c.isspace() for c in corpus.tag)):
             fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")
+
+
+def _validate_clean(c: CleanConfig, fail) -> None:
+    for key in ("min_words", "max_words", "min_chars", "max_chars", "max_word_chars", "ratio_min_words"):
+        if getattr(c, key) < 0:
+            fail(f"clean.{key}", f"must not be negative, got {getattr(c, key)}")
+    if c.length_ratio != 0 and not c.length_ratio >= 1:
+        fail("clean.length_ratio", f"must be at least 1, or 0 (off), got {c.length_ratio}")
+    for key in ("max_copied_words", "min_alpha_words", "min_alpha_chars", "language_min_prob"):
+        if not 0.0 <= getattr(c, key) <= 1.0:
+            fail(f"clean.{key}", f"must be in [0, 1], got {getattr(c, key)}")
+    if not (math.isfinite(c.numbers) and c.numbers >= 0):
+        fail("clean.numbers", f"must be a finite number, not negative, got {c.numbers}")
 
 
 def decode_with(cfg: DecodeConfig, sets: list[str], values: dict, source: str = "command line") -> DecodeConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -146,3 +147,50 @@ def _replace_dir(new: Path, target: Path) -> None:
     os.replace(new, target)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_outputs(paths: list[Path]):
+    """Open a temporary file beside each of `paths` for writing (binary); when the block ends without an
+    error, put all of them in place, otherwise remove them: the outputs are complete or absent. An OSError
+    while writing names the file it was writing."""
+    paths = [Path(os.path.realpath(p)) for p in paths]
+    files = []
+    try:
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.fchmod(fd, 0o666 & ~_umask())
+            files.append(_NamedWriter(os.fdopen(fd, "wb", buffering=1 << 20), tmp, path))
+        yield files
+        for f in files:
+            f.finish()
+        for f in files:
+            os.replace(f.tmp, f.path)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror or str(e), e.filename or str(paths[0])) from None
+    finally:
+        for f in files:
+            with contextlib.suppress(OSError):  # a failed write's buffer fails again here: reported above
+                f.file.close()
+            _remove(f.tmp)
+
+
+class _NamedWriter:
+    """A file being written to `tmp` for `path`; its OSErrors name `path`."""
+
+    def __init__(self, file, tmp: str, path: Path):
+        self.file, self.tmp, self.path = file, tmp, path
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
+
+    def finish(self) -> None:
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path)) from None

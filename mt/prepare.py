@@ -7,6 +7,7 @@ straight into the files the trainer maps (mt/corpus.py). The finished folder hol
     train.{src,tgt}.{bin,idx}, dev.{src,tgt}.{bin,idx}   the encoded corpus (layout in mt/corpus.py)
     src.model, tgt.model    the sentencepiece models (one, src.model, when both sides use the same)
     dev.json                the raw dev text, for BLEU
+    clean.json              with data.clean, what `mt clean` removed from each training corpus (mt/clean.py)
     corpus.json             pair counts, token dtypes, statistics
     prepared.json           the config it was made from; written last, so it marks the folder complete
 
@@ -17,24 +18,25 @@ run mistakes for a good cache.
 from __future__ import annotations
 
 import array
+import dataclasses
 import json
 import shutil
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
-from tqdm import tqdm
 
 from mt.files import atomic_write_text
 from mt.checkpoint import init_source
+from mt.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity
 from mt.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
-from mt.data import TrainingCorpus, load_split, source_files, training_corpora
+from mt.data import TrainingCorpus, load_split, parallel_chunks, source_files, training_corpora
 from mt.errors import DataError
+from mt.progress import Progress
 from mt.tokenizer import Tokenizer, train_tokenizer
 
 FORMAT = "mt-prepared-2"  # 1 was one torch file, corpus.pt, loaded whole
@@ -171,7 +173,8 @@ def load_prepared(cfg: Config) -> PreparedData:
 def _build(cfg: Config, folder: Path, log) -> None:
     has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
     dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
-    corpora = training_corpora(cfg.data)
+    corpora = _cleaned_corpora(cfg, training_corpora(cfg.data), folder, log) if cfg.data.clean else \
+        training_corpora(cfg.data)
     if cfg.tokenizer.vocab_file and not cfg.train.init_from:
         raise DataError(f"tokenizer.vocab_file {cfg.tokenizer.vocab_file}: comes with an imported checkpoint "
                         "(mt import); set train.init_from to it")
@@ -182,7 +185,7 @@ def _build(cfg: Config, folder: Path, log) -> None:
         (folder / "tgt.model").write_bytes(tgt_tok.model_proto)
     counts, parts = {"empty": 0, "too_long": 0}, []
     with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \
-            _Progress("encoded", pairs, log) as progress:
+            Progress("prepare", "encoded", pairs, log) as progress:
         for i, corpus in enumerate(corpora):
             tag = _tag_id(src_tok, corpus.tag, i)
             before = writer.pairs
@@ -206,10 +209,33 @@ def _build(cfg: Config, folder: Path, log) -> None:
     stats = {"train_pairs": pairs, "kept_pairs": train_meta["pairs"], "skipped_empty": counts["empty"],
              "skipped_too_long": counts["too_long"], "src_vocab": len(src_tok), "tgt_vocab": len(tgt_tok),
              "dev_pairs": len(dev_src)}
+    shutil.rmtree(folder / "cleaned", ignore_errors=True)  # encoded now; clean.json keeps the report
     (folder / "corpus.json").write_text(json.dumps({"format": FORMAT, "train": train_meta, "dev": dev_meta,
                                                     "stats": stats}, indent=1))
     log(f"prepare: kept {train_meta['pairs']} of {pairs} pairs (skipped {counts['empty']} with an empty side, "
         f"{counts['too_long']} over {cfg.data.max_len} tokens); vocab {len(src_tok)}")
+
+
+def _cleaned_corpora(cfg: Config, corpora: list[TrainingCorpus], folder: Path, log) -> list[TrainingCorpus]:
+    """data.clean: each training corpus through `mt clean` (the clean section) into folder/cleaned/, and the
+    reports into folder/clean.json; the corpora read from there."""
+    d = cfg.data
+    files = [(c.src, c.tgt) for c in d.train] if d.train else [(d.train_src, d.train_tgt)]
+    cleaned, reports = [], []
+    for i, (corpus, (src, tgt)) in enumerate(zip(corpora, files)):
+        out_src, out_tgt = folder / "cleaned" / f"{i}.src", folder / "cleaned" / f"{i}.tgt"
+        langs = corpus_languages(Path(src or d.dataset), Path(tgt or d.dataset), d.src_lang, d.tgt_lang, cfg.clean)
+        chunks = file_chunks(Path(src), Path(tgt)) if src else text_chunks(corpus.chunks())
+        log(f"prepare: cleaning {corpus.name} ({langs[0]}-{langs[1]})")
+        report = clean_corpus(chunks, out_src, out_tgt, cfg.clean, *langs, log=log, command="prepare")
+        log(report.table())
+        if report.kept == 0:
+            raise DataError(f"{corpus.name}: data.clean kept none of its {report.pairs} pairs (see {folder.name}/"
+                            "clean.json)")
+        reports.append({"corpus": corpus.name, **report.as_dict()})
+        cleaned.append(dataclasses.replace(corpus, chunks=partial(parallel_chunks, out_src, out_tgt)))
+    (folder / "clean.json").write_text(json.dumps(reports, indent=1))
+    return cleaned
 
 
 def _tag_id(tok: Tokenizer, tag: str | None, i: int) -> int | None:
@@ -285,7 +311,7 @@ def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[
     reservoirs = [Reservoir(tc.max_sentences, seed)] if tc.joint else \
         [Reservoir(tc.max_sentences, seed), Reservoir(tc.max_sentences, seed + 1)]
     pairs = 0
-    with _Progress("read", None, log) as progress:
+    with Progress("prepare", "read", None, log) as progress:
         for src, tgt in (chunk for corpus in corpora for chunk in corpus.chunks()):
             reservoirs[0].add(src, pairs)
             reservoirs[-1].add(tgt, pairs + TGT_KEYS)
@@ -301,36 +327,3 @@ def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[
     tags = list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag))
     tokenizers = [train_tokenizer(r.lines(), tc, tags if i == 0 else ()) for i, r in enumerate(reservoirs)]
     return tokenizers[0], tokenizers[-1], pairs
-
-
-# ---------------------------------------------------------------- progress
-
-
-class _Progress:
-    """Pairs per second: a tqdm bar on a terminal; otherwise a line every 30 s and one at the end."""
-
-    EVERY_S = 30.0
-
-    def __init__(self, what: str, total: int | None, log):
-        self.what, self.log, self.done = what, log, 0
-        self.start = self.last_line = time.perf_counter()
-        self.bar = tqdm(total=total, desc=f"prepare: {what}", unit=" pairs", unit_scale=True, file=sys.stderr,
-                        disable=not sys.stderr.isatty(), dynamic_ncols=True, leave=False)
-
-    def update(self, n: int) -> None:
-        self.done += n
-        self.bar.update(n)
-        now = time.perf_counter()
-        if self.bar.disable and now - self.last_line >= self.EVERY_S:
-            self.last_line = now
-            self.log(f"prepare: {self.what} {self.done:,} pairs ({self.done / (now - self.start):,.0f} pairs/s)")
-
-    def __enter__(self) -> _Progress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.bar.close()
-        if exc[0] is None:
-            seconds = time.perf_counter() - self.start
-            self.log(f"prepare: {self.what} {self.done:,} pairs in {seconds:.1f} s "
-                     f"({self.done / max(seconds, 1e-9):,.0f} pairs/s)")

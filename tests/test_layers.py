@@ -11,8 +11,9 @@ README = PACKAGE.parent / "README.md"
 LAYERS = [
     ["errors", "symbols", "files", "folder_lock"],
     ["config", "checkpoint"],
-    ["tokenizer", "masks", "runtime", "tuning", "flops", "metrics", "run_log", "segments"],
-    ["data", "corpus", "batching", "mixing", "prepare"],
+    ["tokenizer", "masks", "runtime", "tuning", "flops", "metrics", "run_log", "segments", "language_id",
+     "progress"],
+    ["data", "corpus", "batching", "mixing", "prepare", "clean", "clean_filters"],
     ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
     ["decoding"],

@@ -1,0 +1,218 @@
+"""`mt clean`: each filter on pairs it must remove and keep, the outputs in order and complete, the report,
+bounded memory, `data.clean` in `mt prepare`, and the bad inputs (mt/clean.py, mt/clean_filters.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import DATA, TINY, run_mt, tiny_overrides
+from mt import clean_filters as f
+from mt.clean import SeenHashes
+from mt.clean_filters import Pair
+from mt.config import CleanConfig
+from mt.language_id import check_language, detect_language, detect_languages, known_languages
+
+C = CleanConfig()
+
+# (filter, pairs it must remove, pairs it must keep), German source, English target
+CASES = [
+    (f.empty, [("", "Hello"), ("Hallo", "  \t")], [("Hallo", "Hello")]),
+    (f.length, [("Wort " * 151, "word " * 151), ("a" * 1001, "b b"), ("x" * 151 + " y", "x y")],
+     [("Wort " * 150, "word " * 150), ("Hallo Welt", "Hello world")]),
+    (f.length_ratio, [("eins", "one two three four"), ("a b c d e f g", "a b")],
+     [("ein kleines Programm", "a small program"), ("Zeichensatzübersetzer", "character set translator")]),
+    (f.copies, [("GNU Emacs", "gnu emacs"), ("Hallo Welt ", "Hallo Welt")], [("Hallo Welt", "Hello world")]),
+    (f.encoding, [("Grüße\x07", "Greetings"), ("Gr\ufffdße", "Greetings"), ("GrÃ¼ÃŸe aus KÃ¶ln", "Greetings"),
+                  ("Hallo", "donâ€™t")],
+     [("Grüße aus Köln", "Greetings from Cologne"), ("Ärger über Öl", "trouble with oil"), ("a\tb", "a\tb")]),
+    (f.html, [("<p>Hallo</p>", "Hello"), ("Hallo &amp; Tschüss", "Hello and bye"),
+              ('<div class="x">Text', "Text")],
+     [("Hallo <Name>", "Hello <name>"), ("a < b und c > d", "a < b and c > d")]),
+    (f.urls, [("Siehe https://example.org/a", "See https://example.com/a"), ("Siehe www.debian.org", "See")],
+     [("Siehe https://example.org/a.", "See https://example.org/a"), ("Kein Link", "No link")]),
+    (f.numbers, [("Version 3 von 2019", "version 4 of 2020"), ("100 Euro", "200 euros")],
+     [("Version 3 von 2019", "version 3 of 2019"), ("1.000,5 Meter", "1,000.5 metres"), ("Ohne", "Without")]),
+    (f.punctuation, [("Eins. Zwei. Drei. Vier.", "One two three four"), ("Was?!?!", "What")],
+     [("Hallo Welt.", "Hello world."), ("Hallo", "Hello")]),
+    (f.script_ratio, [("12345 67890 ###", "numbers"), ("Hallo", "Привет мир")],
+     [("Hallo Welt 2024", "Hello world 2024")]),
+    (f.language, [("This is an English sentence on the German side.", "This is an English sentence."),
+                  ("Das ist ein deutscher Satz.", "C'est une phrase française du côté anglais.")],
+     [("Das ist ein deutscher Satz über Sprachen.", "This is an English sentence about languages.")]),
+]
+
+
+@pytest.mark.parametrize("check,remove,keep", CASES, ids=[c[0].__name__ for c in CASES])
+def test_each_filter_removes_its_noise_and_keeps_clean_pairs(check, remove, keep):
+    for src, tgt in remove:
+        assert check(Pair(src, tgt, "de", "en"), C), (src, tgt)
+    for src, tgt in keep:
+        assert not check(Pair(src, tgt, "de", "en"), C), (src, tgt)
+
+
+def test_copied_words_when_switched_on():
+    c = CleanConfig(max_copied_words=0.8)
+    assert f.copied_words(Pair("libfoo Bibliothek für foo", "libfoo library for foo", "de", "en"), c) is False
+    assert f.copied_words(Pair("Ein Programm zum Lesen", "Ein Programm zum Lesen files", "de", "en"), c)
+
+
+def test_the_script_is_the_languages():
+    assert not f.script_ratio(Pair("Привет мир", "Hello world", "ru", "en"), C)
+    assert f.script_ratio(Pair("Hello world", "Hello world", "ru", "en"), C)
+    assert not f.script_ratio(Pair("漢字とかな", "kanji and kana", "ja", "en"), C)
+
+
+def test_language_id_ships_its_model_and_downloads_nothing(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("language identification opened a socket")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    assert detect_languages(["Das ist ein Satz.", "This is a sentence.", "Ceci est une phrase."]) == ["de", "en", "fr"]
+    assert detect_language("Das ist ein Satz.", candidates=["en", "fr"]) in ("en", "fr")
+    assert {"de", "en", "fr", "zh"} <= known_languages() and len(known_languages()) == 176
+    with pytest.raises(Exception, match="unknown language code 'xx'"):
+        check_language("xx", "--src-lang")
+
+
+def test_seen_hashes_finds_repeats_within_and_across_chunks():
+    seen = SeenHashes()
+    assert seen.first_seen(np.array([5, 3, 5, 9], dtype=np.int64)).tolist() == [True, True, False, True]
+    for start in range(0, 1000, 100):  # many runs, merged as they come
+        assert seen.first_seen(np.arange(start + 10, start + 110, dtype=np.int64)).sum() == 100
+    assert seen.first_seen(np.array([3, 4, 5, 2000], dtype=np.int64)).tolist() == [False, True, False, True]
+    assert len(seen.runs) <= 11
+
+
+def _write(path: Path, lines) -> Path:
+    path.write_bytes(b"".join((line.encode("utf-8") if isinstance(line, str) else line) + b"\n" for line in lines))
+    return path
+
+
+def test_mt_clean_keeps_the_good_pairs_in_order_and_reports_every_removal(tmp_path):
+    good = [("Das ist der erste gute Satz.", "This is the first good sentence."),
+            ("Hier kommt ein zweiter Satz über Bücher.", "Here comes a second sentence about books."),
+            ("Der dritte Satz spricht von Häusern.", "The third sentence speaks of houses.")]
+    rows = [good[0], ("", "empty"), good[1], good[0], ("Die Katze schläft.", "Die Katze schläft."),
+            (b"Kaputt \xff\xfe", b"Broken"), ("Version 3 wurde 2019 freigegeben.", "Version 4 was released in 2020."),
+            ("This sentence is English, not German.", "This sentence is English, really."), good[2]]
+    src = _write(tmp_path / "train.de", [r[0] for r in rows])
+    tgt = _write(tmp_path / "train.en", [r[1] for r in rows])
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "cleaned", "--report", tmp_path / "r.json",
+                  "--rejected", tmp_path / "rejected.tsv")
+    assert (tmp_path / "cleaned.de").read_text().splitlines() == [g[0] for g in good]
+    assert (tmp_path / "cleaned.en").read_text().splitlines() == [g[1] for g in good]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["pairs"] == 9 and report["kept"] == 3
+    assert report["kept"] + sum(report["removed"].values()) == report["pairs"]
+    assert {k: v for k, v in report["removed"].items() if v} == {
+        "empty": 1, "duplicate": 1, "copy": 1, "invalid_utf8": 1, "numbers": 1, "language": 1}
+    rejected = [line.split("\t")[:2] for line in (tmp_path / "rejected.tsv").read_text().splitlines()]
+    assert rejected == [["2", "empty"], ["4", "duplicate"], ["5", "copy"], ["6", "invalid_utf8"], ["7", "numbers"],
+                        ["8", "language"]]
+    assert "kept" in proc.stderr and "- duplicate" in proc.stderr
+
+
+def test_every_filter_can_be_switched_off(tmp_path):
+    src = _write(tmp_path / "a.de", ["", "Die Katze", "Die Katze", "<b>x</b>"])
+    tgt = _write(tmp_path / "a.en", ["x", "Die Katze", "Die Katze", "y"])
+    off = ["clean.empty=false", "clean.min_words=0", "clean.min_chars=0", "clean.length_ratio=0",
+           "clean.copies=false", "clean.duplicates=false", "clean.html=false", "clean.min_alpha_words=0",
+           "clean.min_alpha_chars=0", "clean.language_id=false", "clean.punctuation=null"]
+    run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "out", *[a for s in off for a in ("--set", s)])
+    assert (tmp_path / "out.de").read_bytes() == src.read_bytes()
+
+
+def test_memory_stays_bounded_on_a_large_corpus(tmp_path):
+    """100,000 distinct pairs against 20,000 (both in full chunks): a Python set of the pairs would grow by
+    about 20 MB; the 8-byte hashes grow by 0.6 MB."""
+    def corpus(n: int, name: str):
+        words = [f"wort{i}" for i in range(n)]
+        src = _write(tmp_path / f"{name}.de", (f"Das Haus {w} steht am Fluss und {w} sieht es" for w in words))
+        tgt = _write(tmp_path / f"{name}.en", (f"The house {w} stands by the river and {w} sees it" for w in words))
+        return src, tgt
+
+    def peak_rss_mb(src, tgt) -> float:
+        code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+        out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "mt", "clean", "--src", src,
+                              "--tgt", tgt, "-o", tmp_path / "out", "--set", "clean.language_id=false"],
+                             capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
+        return float(out.stdout)
+
+    small, large = peak_rss_mb(*corpus(20_000, "small")), peak_rss_mb(*corpus(100_000, "large"))
+    assert len((tmp_path / "out.de").read_text().splitlines()) == 100_000
+    naive = sys.getsizeof(set(range(80_000))) / 2**20 + 80_000 * (2 * 100 + 56) / 2**20  # set, str, tuples
+    assert large - small < 10 < naive, (small, large, naive)
+
+
+def test_different_line_counts_name_both_counts_and_write_nothing(tmp_path):
+    src = _write(tmp_path / "train.de", ["Hallo Welt"] * 5)
+    tgt = _write(tmp_path / "train.en", ["Hello world"] * 4)
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "out", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: parallel files differ in length: {src} has 5 lines, {tgt} has 4"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.de", "train.en"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--set", "clean.max_wrods=3"], "unknown key 'clean.max_wrods'"),
+    (["--src-lang", "xx"], "unknown language code 'xx' for language identification"),
+    (["--set", "clean.length_ratio=0.5"], "clean.length_ratio must be at least 1"),
+])
+def test_bad_settings_are_one_line_errors(tmp_path, args, message):
+    src, tgt = _write(tmp_path / "train.de", ["Hallo Welt"]), _write(tmp_path / "train.en", ["Hello world"])
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "out", *args, check=False)
+    assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("out*")) and not list(tmp_path.glob(".out*"))
+
+
+def test_a_config_file_with_an_unknown_clean_key_and_an_output_over_an_input_are_refused(tmp_path):
+    src, tgt = _write(tmp_path / "train.de", ["Hallo Welt"]), _write(tmp_path / "train.en", ["Hello world"])
+    (tmp_path / "clean.yaml").write_text("clean:\n  max_words: 50\n  lenght_ratio: 2\n")
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "out", "--config", tmp_path / "clean.yaml",
+                  check=False)
+    assert proc.returncode == 1 and f"{tmp_path / 'clean.yaml'}: unknown key 'clean.lenght_ratio'" in proc.stderr
+    proc = run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "train", check=False)
+    assert proc.returncode == 1 and "over an input" in proc.stderr
+    assert src.read_text() == "Hallo Welt\n"
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path):
+    """`ulimit -f` (file size in 1 KiB blocks) makes the write fail as a full disk does (EFBIG, not ENOSPC)."""
+    rows = [f"Das ist der Satz Nummer {i} über das Haus." for i in range(3000)]
+    src = _write(tmp_path / "train.de", rows)
+    tgt = _write(tmp_path / "train.en", [r.replace("Das ist der Satz Nummer", "This is sentence number")
+                                         .replace(" über das Haus", " about the house") for r in rows])
+    command = (f"ulimit -f 64; exec {sys.executable} -m mt clean --src {src} --tgt {tgt} -o {tmp_path / 'out'} "
+               "--set clean.language_id=false")
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'out.de'}: File too large", proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.de", "train.en"]
+
+
+def test_data_clean_makes_prepare_clean_the_training_corpus_not_the_dev_set(tmp_path):
+    rows = [line for line in (DATA / "sample-2k.de").read_text().splitlines()]
+    src = _write(tmp_path / "train.de", rows + rows[:300])  # 300 duplicates
+    tgt = _write(tmp_path / "train.en", (DATA / "sample-2k.en").read_text().splitlines() +
+                 (DATA / "sample-2k.en").read_text().splitlines()[:300])
+    out = tmp_path / "run"
+    run_mt("prepare", TINY, *tiny_overrides(out, **{"data.train_src": src, "data.train_tgt": tgt,
+                                                    "data.clean": "true"}))
+    reports = json.loads((out / "data" / "clean.json").read_text())
+    assert len(reports) == 1 and reports[0]["pairs"] == 2300 and reports[0]["removed"]["duplicate"] >= 300
+    corpus = json.loads((out / "data" / "corpus.json").read_text())
+    assert corpus["stats"]["train_pairs"] == reports[0]["kept"]
+    assert corpus["stats"]["dev_pairs"] == len((DATA / "dev.de").read_text().splitlines())
+    assert not (out / "data" / "cleaned").exists()
+    changed = run_mt("prepare", TINY, *tiny_overrides(out, **{"data.train_src": src, "data.train_tgt": tgt,
+                                                              "data.clean": "true", "clean.max_words": 40}),
+                     check=False)
+    assert changed.returncode == 1 and "clean.max_words" in changed.stderr

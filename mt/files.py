@@ -160,7 +160,7 @@ def atomic_outputs(paths: list[Path]):
         for path in paths:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.fchmod(fd, 0o666 & ~_umask())
+            os.fchmod(fd, _mode_of(path))  # a replaced file keeps its mode
             files.append(_NamedWriter(os.fdopen(fd, "wb", buffering=1 << 20), tmp, path))
         yield files
         for f in files:

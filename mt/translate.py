@@ -235,7 +235,7 @@ def check_output(path: str | None, option: str = "-o", inputs: dict[str, str | P
     if target.exists() and not os.access(target, os.W_OK):
         raise MtError(f"{option} {path}: {_why_not_writable(target)}")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise MtError(f"{option} {path}: cannot create a file in {folder} ({_why_not_writable(folder)})")
+        raise MtError(f"{option} {path}: cannot write in {folder} ({_why_not_writable(folder)})")
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:

@@ -66,7 +66,10 @@ class ModelConfig:
     d_model: int = 512
     d_ff: int = 2048
     n_heads: int = 8
-    n_layers: int = 6
+    n_layers: int = 6  # layers of each stack, unless encoder_layers or decoder_layers says otherwise
+    encoder_layers: int | None = None  # None: n_layers (the paper); a deep encoder and a shallow decoder
+    # depart from it for speed: decoding time is spent in the decoder (Kasai et al. 2021), configs/student-*.yaml
+    decoder_layers: int | None = None  # None: n_layers
     dropout: float = 0.1  # residual and embedding dropout (section 5.4)
     attention_dropout: float = 0.0  # not in the paper; tensor2tensor v1 uses 0
     activation_dropout: float = 0.0  # not in the paper; tensor2tensor v1 uses 0
@@ -80,6 +83,13 @@ class ModelConfig:
     # final_logits_bias, which here trains)
     decoder_start: str = "bos"  # bos: the decoder's first input is BOS (the paper) | pad: PAD's all-zero row, and
     # incremental decoding never outputs PAD (Marian, whose vocabulary has no BOS and no PAD)
+
+    def __post_init__(self):
+        # Each depth left unset is n_layers, so every reader sees two numbers, and a config or checkpoint from
+        # before the two keys existed builds the model it built then.
+        for name in ("encoder_layers", "decoder_layers"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, self.n_layers)
 
 
 @dataclass(frozen=True)
@@ -210,6 +220,12 @@ def data_identity(cfg: Config) -> dict:
     return identity
 
 
+def model_settings(saved: dict) -> dict:
+    """A checkpoint's stored `model` section as today's config_to_dict writes it: keys newer than the checkpoint
+    at their defaults, the depths it leaves out at its n_layers."""
+    return config_to_dict(Config(model=ModelConfig(**saved)))["model"]
+
+
 def save_config(cfg: Config, path: Path) -> None:
     atomic_write_text(path, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
@@ -320,7 +336,8 @@ def _validate(cfg: Config, source: str) -> None:
             fail(f"{section}.{name}", f"must be one of {', '.join(choices)}, got {value!r}")
     m, t, d, k = cfg.model, cfg.train, cfg.decode, cfg.tokenizer
     for key, value in [("model.d_model", m.d_model), ("model.d_ff", m.d_ff), ("model.n_heads", m.n_heads),
-                       ("model.n_layers", m.n_layers), ("model.max_positions", m.max_positions),
+                       ("model.n_layers", m.n_layers), ("model.encoder_layers", m.encoder_layers),
+                       ("model.decoder_layers", m.decoder_layers), ("model.max_positions", m.max_positions),
                        ("train.max_steps", t.max_steps), ("train.batch_tokens", t.batch_tokens),
                        ("train.accum_steps", t.accum_steps), ("train.warmup_steps", t.warmup_steps),
                        ("train.log_every", t.log_every), ("train.eval_every", t.eval_every),

@@ -242,6 +242,34 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, deco
 
 
 @app.command()
+def score(
+    checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint (several: an ensemble) "
+                                                   "or exported directory to score with.")],
+    src: Annotated[str, typer.Option("--src", help="Source sentences, one per line.")],
+    tgt: Annotated[str, typer.Option("--tgt", help="Their translations, line-aligned with --src.")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output file (default: stdout).")] = None,
+    normalize: Annotated[bool, typer.Option("--normalize", help="Divide by the length penalty, as the scores of "
+                                            "mt translate --scores (default: the plain log-probability).")] = False,
+    alpha: Annotated[Optional[float], typer.Option(help="Length penalty exponent for --normalize (default: the "
+                                                   "model's decode.alpha).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    raw_weights: RawWeights = False,
+):
+    """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
+    from mt.scoring import run_score
+    from mt.translate import check_input, check_output
+    from mt.translators import load_translator
+
+    _check_device(device)
+    check_input(src, "--src")
+    check_input(tgt, "--tgt")
+    check_output(output)
+    tr = load_translator(checkpoint, device, None, raw_weights)
+    run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
+              warn=_warn)
+
+
+@app.command()
 def average(
     checkpoints: Annotated[Optional[list[Path]], typer.Argument(help="Checkpoints to average.")] = None,
     output: Annotated[Path, typer.Option("-o", "--output")] = Path("checkpoint_avg.pt"),

@@ -76,6 +76,19 @@ def train(config: Path, set_: SetOption = None,
         sys.exit(128 + result.stopped_by)
 
 
+@app.command()
+def distill(config: Path, set_: SetOption = None):
+    """Distill the teachers of CONFIG's distill section into the student it configures (translate the training
+    sources, score and filter, train, export and compare); every step resumes after a kill and is skipped when
+    done. See docs/distilling.md."""
+    from mt.config import load_config
+    from mt.distill import distill as run_distill
+
+    stopped_by = run_distill(load_config(config, set_ or []), _warn)
+    if stopped_by is not None:  # training stopped by a signal: saved and resumable, as mt train exits
+        sys.exit(128 + stopped_by)
+
+
 class DecodeChoices:
     """The decoding options given on the command line: one per DecodeConfig field, and `--set decode.key=value`."""
 

@@ -135,6 +135,19 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
+class DistillConfig:
+    """`mt distill` (mt/distill.py): sequence-level knowledge distillation (Kim and Rush, 2016)."""
+
+    teachers: tuple[str, ...] = ()  # checkpoints (several: an ensemble) or one `mt export` directory
+    beam_size: int = 4  # the teachers' beam when they translate the training sources
+    batch_lines: int = 1000  # source lines translated, then written, at a time: memory stays bounded
+    filter_worst: float = 0.0  # the share of distilled pairs with the lowest teacher score dropped (0: none)
+    keep_original: bool = False  # also train on the original pairs ...
+    original_weight: float = 1.0  # ... with this share of the batches, beside 1.0 for the distilled pairs
+    export: bool = True  # export the student to CTranslate2 int8 and compare it with the teachers (step d)
+
+
+@dataclass(frozen=True)
 class Config:
     output_dir: str = "runs/default"
     data: DataConfig = field(default_factory=DataConfig)
@@ -142,6 +155,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
 
 _SECTION_CLASSES = {
@@ -150,6 +164,7 @@ _SECTION_CLASSES = {
     "model": ModelConfig,
     "train": TrainConfig,
     "decode": DecodeConfig,
+    "distill": DistillConfig,
 }
 DEVICES = ("auto", "cpu", "cuda")
 _CHOICES = {
@@ -290,7 +305,9 @@ def _build_section(cls, section: str, values: dict, source: str):
     for name, value in values.items():
         if name not in known:
             raise ConfigError(f"{source}: unknown key '{section}.{name}' (allowed: {', '.join(known)})")
-        if typing.get_origin(hints[name]) is tuple:  # a list of mappings, e.g. data.train
+        if hints[name] == tuple[str, ...]:  # a list of strings, e.g. distill.teachers (one string: a list of it)
+            kwargs[name] = _build_strings(f"{section}.{name}", value, source)
+        elif typing.get_origin(hints[name]) is tuple:  # a list of mappings, e.g. data.train
             kwargs[name] = _build_list(typing.get_args(hints[name])[0], f"{section}.{name}", value, source)
         else:
             kwargs[name] = _coerce(value, hints[name], f"{section}.{name}", source)
@@ -299,6 +316,13 @@ def _build_section(cls, section: str, values: dict, source: str):
     if missing:
         raise ConfigError(f"{source}: {section} needs {' and '.join(missing)}")
     return cls(**kwargs)
+
+
+def _build_strings(key: str, value, source: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
+        raise ConfigError(f"{source}: {key} must be a list of paths, got {value!r}")
+    return tuple(items)
 
 
 def _build_list(cls, key: str, value, source: str) -> tuple:
@@ -347,6 +371,7 @@ def _validate(cfg: Config, source: str) -> None:
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
     _validate_corpora(cfg.data, fail)
+    _validate_distill(cfg.distill, fail)
     pad = cfg.data.pad_to_multiple
     if pad != "auto" and not (isinstance(pad, int) and pad >= 1):
         fail("data.pad_to_multiple", f"must be auto or a positive integer, got {pad!r}")
@@ -386,6 +411,15 @@ def _validate_corpora(data: DataConfig, fail) -> None:
             fail(f"data.train[{i}].weight", f"must be positive, got {corpus.weight}")
         if corpus.tag is not None and (not corpus.tag or any(c.isspace() for c in corpus.tag)):
             fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")
+
+
+def _validate_distill(d: DistillConfig, fail) -> None:
+    if d.beam_size < 1 or d.batch_lines < 1:
+        fail("distill.beam_size" if d.beam_size < 1 else "distill.batch_lines", "must be at least 1")
+    if not 0.0 <= d.filter_worst < 1.0:
+        fail("distill.filter_worst", f"must be in [0, 1), got {d.filter_worst}")
+    if d.original_weight <= 0:
+        fail("distill.original_weight", f"must be positive, got {d.original_weight}")
 
 
 def decode_with(cfg: DecodeConfig, sets: list[str], values: dict, source: str = "command line") -> DecodeConfig:

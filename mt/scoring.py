@@ -83,7 +83,7 @@ def _ct2_log_probs(backend, sources: list[list[int]], targets: list[list[int]]) 
 def paired_lines(src_path: str, tgt_path: str) -> Iterator[list[tuple[str, str]]]:
     """Blocks of (source, target) lines of two line-aligned files; files of different lengths are an error
     before the first block (each file is read once to count, then once to score)."""
-    counts = [_count_lines(path) for path in (src_path, tgt_path)]
+    counts = [count_lines(path) for path in (src_path, tgt_path)]
     if counts[0] != counts[1]:
         raise MtError(f"--tgt {tgt_path}: {counts[1]} lines, but --src {src_path} has {counts[0]}; the files "
                       "must be line-aligned")
@@ -93,7 +93,8 @@ def paired_lines(src_path: str, tgt_path: str) -> Iterator[list[tuple[str, str]]
             yield block
 
 
-def _count_lines(path: str) -> int:
+def count_lines(path: str | Path) -> int:
+    """Lines of a file, a last line without a newline counted."""
     with open(path, "rb") as f:
         data = f.read(1 << 20)
         count, last = 0, b"\n"

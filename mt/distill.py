@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from mt.checkpoint import load_checkpoint
 from mt.config import Config, CorpusConfig
 from mt.decode import translate_lines
 from mt.distilled import claim, filter_pairs, made_by, score_translations, translate_corpus
@@ -122,9 +123,12 @@ def compare(cfg: Config, teachers, log) -> dict:
     out = Path(cfg.output_dir)
     best = out / "checkpoint_best.pt"
     student = best if best.is_file() else out / "checkpoint_last.pt"
-    if not (out / EXPORT).is_dir():
-        export_ctranslate2(student, out / EXPORT, "int8")
-    report = {"student": str(student), "export": str(out / EXPORT)}
+    step = load_checkpoint(student)["step"]
+    if (out / REPORT).is_file() and json.loads((out / REPORT).read_text(encoding="utf-8"))["student_step"] == step:
+        log(f"distill: {out / REPORT} is complete; export and comparison skipped")
+        return json.loads((out / REPORT).read_text(encoding="utf-8"))
+    export_ctranslate2(student, out / EXPORT, "int8", force=True)
+    report = {"student": str(student), "student_step": step, "export": str(out / EXPORT)}
     if not cfg.data.dev_src:
         log("distill: no dev set (data.dev_src): the student is exported, not compared")
     else:

@@ -108,6 +108,11 @@ def filter_pairs(cfg: Config, folder: Path, scores: Path | None, log) -> dict:
     """Step b: the pairs kept (`kept.src`, `kept.tgt`) and a report of how many each rule dropped: pairs with an
     empty side, then the `distill.filter_worst` share of the others with the lowest teacher score."""
     sources, translations = Path(cfg.data.train_src), folder / TRANSLATIONS
+    if (folder / REPORT).is_file():
+        report = json.loads((folder / REPORT).read_text(encoding="utf-8"))
+        if report["filter_worst"] == cfg.distill.filter_worst:
+            log(f"distill: {folder / REPORT} is complete; filtering skipped")
+            return report
     empty = {i for i, (s, t) in enumerate(zip(_lines(sources), _lines(translations))) if not s.strip() or not t}
     worst: set[int] = set()
     if scores is not None:

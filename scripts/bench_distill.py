@@ -7,7 +7,8 @@ scored on a held-out split of the training corpus that none of them trained on.
 
 Steps (mt train and mt distill resume where they stopped: a killed benchmark is started again with the same
 command, or with --steps from the step it stopped in):
-  split     the last --held-out pairs of data/ddtp-de-en/train.{de,en} set aside (held-out.*), the rest train.*
+  split     the last --held-out pairs of data/ddtp-de-en/train.{de,en} set aside (held-out.*), the rest (or
+            the first --train-pairs of it) train.*
   teacher   configs/demo.yaml at the teacher's shape (--teacher-*; default 4+4 layers, d 256, ff 1024), then
             its last --average checkpoints averaged (teacher.pt)
   baseline  the student (configs/student-tiny.yaml's model) trained --student-steps on the references
@@ -47,12 +48,14 @@ def sets(values: dict) -> list[str]:
     return [a for key, value in values.items() for a in ("--set", f"{key}={value}")]
 
 
-def split(work: Path, held_out: int) -> dict:
+def split(work: Path, held_out: int, train_pairs: int) -> dict:
+    """The last `held_out` pairs set aside; of the others, the first `train_pairs` (0: all) to train on."""
     for side in ("de", "en"):
         lines = (DATA / f"train.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
-        (work / f"train.{side}").write_text("".join(lines[:-held_out]), encoding="utf-8")
+        train = lines[:-held_out][:train_pairs or None]
+        (work / f"train.{side}").write_text("".join(train), encoding="utf-8")
         (work / f"held-out.{side}").write_text("".join(lines[-held_out:]), encoding="utf-8")
-    return {"train_pairs": len(lines) - held_out, "held_out_pairs": held_out}
+    return {"train_pairs": len(train), "held_out_pairs": held_out}
 
 
 def data_sets(work: Path) -> dict:
@@ -144,6 +147,7 @@ def main() -> None:
     ap.add_argument("--work", default="runs/bench-distill")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"some of {','.join(STEPS)}")
     ap.add_argument("--held-out", type=int, default=1000)
+    ap.add_argument("--train-pairs", type=int, default=0, help="train on the first N pairs only (0: all)")
     ap.add_argument("--teacher-steps", type=int, default=6000)
     ap.add_argument("--teacher-layers", type=int, default=4)
     ap.add_argument("--teacher-d-model", type=int, default=256)
@@ -163,7 +167,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    steps = {"split": lambda: split(work, a.held_out), "teacher": lambda: teacher(work, a),
+    steps = {"split": lambda: split(work, a.held_out, a.train_pairs), "teacher": lambda: teacher(work, a),
              "baseline": lambda: baseline(work, a), "distill": lambda: distill(work, a),
              "score": lambda: score(work, a), "speed": lambda: speed(work, a), "serve": lambda: serve(work, a)}
     for name in a.steps.split(","):

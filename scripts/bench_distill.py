@@ -48,25 +48,29 @@ def sets(values: dict) -> list[str]:
     return [a for key, value in values.items() for a in ("--set", f"{key}={value}")]
 
 
-def split(work: Path, held_out: int, train_pairs: int) -> dict:
-    """The last `held_out` pairs set aside; of the others, the first `train_pairs` (0: all) to train on."""
+def split(work: Path, held_out: int, train_pairs: int, dev_lines: int) -> dict:
+    """The last `held_out` pairs set aside; of the others, the first `train_pairs` (0: all) to train on; the
+    first `dev_lines` (0: all) of the dev set for training's evaluations and `mt distill`'s comparison."""
     for side in ("de", "en"):
         lines = (DATA / f"train.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
         train = lines[:-held_out][:train_pairs or None]
         (work / f"train.{side}").write_text("".join(train), encoding="utf-8")
         (work / f"held-out.{side}").write_text("".join(lines[-held_out:]), encoding="utf-8")
+        dev = (DATA / f"dev.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (work / f"dev.{side}").write_text("".join(dev[:dev_lines or None]), encoding="utf-8")
     return {"train_pairs": len(train), "held_out_pairs": held_out}
 
 
 def data_sets(work: Path) -> dict:
     return {"data.train_src": work / "train.de", "data.train_tgt": work / "train.en",
-            "data.dev_src": DATA / "dev.de", "data.dev_tgt": DATA / "dev.en"}
+            "data.dev_src": work / "dev.de", "data.dev_tgt": work / "dev.en"}
 
 
 def teacher(work: Path, a) -> dict:
     shape = {"model.d_model": a.teacher_d_model, "model.d_ff": a.teacher_d_ff, "model.n_layers": a.teacher_layers,
              "train.max_steps": a.teacher_steps, "train.warmup_steps": min(4000, a.teacher_steps // 3),
-             "train.save_every": max(1, a.teacher_steps // 10), "train.eval_every": max(1, a.teacher_steps // 4),
+             "train.save_every": max(1, a.teacher_steps // 10),
+             "train.eval_every": max(1, a.teacher_steps // a.evals),
              "train.keep_last": a.average, "output_dir": work / "teacher"}
     run(*MT, "train", "configs/demo.yaml", *sets({**data_sets(work), **shape}),
         *[x for item in a.set_teacher for x in ("--set", item)])
@@ -77,7 +81,8 @@ def teacher(work: Path, a) -> dict:
 
 def student_sets(work: Path, a, name: str) -> list[str]:
     return sets({**data_sets(work), "train.max_steps": a.student_steps, "output_dir": work / name,
-                 "train.save_every": max(1, a.student_steps // 4), "train.eval_every": max(1, a.student_steps // 2),
+                 "train.save_every": max(1, a.student_steps // 4),
+                 "train.eval_every": max(1, a.student_steps // a.evals),
                  "train.warmup_steps": min(400, a.student_steps // 3)})
 
 
@@ -147,6 +152,8 @@ def main() -> None:
     ap.add_argument("--work", default="runs/bench-distill")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"some of {','.join(STEPS)}")
     ap.add_argument("--held-out", type=int, default=1000)
+    ap.add_argument("--dev-lines", type=int, default=0, help="the first N dev lines only (0: all)")
+    ap.add_argument("--evals", type=int, default=4, help="dev evaluations per training run")
     ap.add_argument("--train-pairs", type=int, default=0, help="train on the first N pairs only (0: all)")
     ap.add_argument("--teacher-steps", type=int, default=6000)
     ap.add_argument("--teacher-layers", type=int, default=4)
@@ -167,7 +174,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    steps = {"split": lambda: split(work, a.held_out, a.train_pairs), "teacher": lambda: teacher(work, a),
+    steps = {"split": lambda: split(work, a.held_out, a.train_pairs, a.dev_lines), "teacher": lambda: teacher(work, a),
              "baseline": lambda: baseline(work, a), "distill": lambda: distill(work, a),
              "score": lambda: score(work, a), "speed": lambda: speed(work, a), "serve": lambda: serve(work, a)}
     for name in a.steps.split(","):

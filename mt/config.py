@@ -1,6 +1,6 @@
 """Typed configuration loaded from YAML; the only place a default is defined.
 
-A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`.
+A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`, `distill`.
 `--set section.key=value` overrides are parsed with YAML and checked against the field's type.
 """
 

@@ -38,8 +38,8 @@ class ReferenceTransformer(nn.Module):
         self.scale = math.sqrt(cfg.d_model)
         self.embed = nn.Embedding(vocab, cfg.d_model, padding_idx=PAD)
         self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
-        self.transformer = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers, cfg.d_ff,
-                                          cfg.dropout, batch_first=True, norm_first=cfg.norm == "pre")
+        self.transformer = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.encoder_layers, cfg.decoder_layers,
+                                          cfg.d_ff, cfg.dropout, batch_first=True, norm_first=cfg.norm == "pre")
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         x = self.embed(src) * self.scale + self.positions[:src.size(1)]

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from mt.config import Config, config_to_dict
+from mt.config import model_settings
 from mt.errors import CheckpointError
 from mt.files import atomic_save
 
@@ -182,7 +182,7 @@ def init_source(path: str | Path, model_cfg: dict, joint: bool) -> dict:
     differ)."""
     ckpt = load_checkpoint(path)
     saved = ckpt["config"]
-    saved_model = {**config_to_dict(Config())["model"], **saved["model"]}  # keys newer than the checkpoint: defaults
+    saved_model = model_settings(saved["model"])
     differ = [f"model.{key}" for key, value in model_cfg.items() if saved_model.get(key) != value]
     if saved["tokenizer"].get("joint") != joint:
         differ.append("tokenizer.joint")

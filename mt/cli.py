@@ -105,6 +105,19 @@ def train(config: Path, set_: SetOption = None,
         sys.exit(128 + result.stopped_by)
 
 
+@app.command()
+def distill(config: Path, set_: SetOption = None):
+    """Distill the teachers of CONFIG's distill section into the student it configures (translate the training
+    sources, score and filter, train, export and compare); every step resumes after a kill and is skipped when
+    done. See docs/distilling.md."""
+    from mt.config import load_config
+    from mt.distill import distill as run_distill
+
+    stopped_by = run_distill(load_config(config, set_ or []), _warn)
+    if stopped_by is not None:  # training stopped by a signal: saved and resumable, as mt train exits
+        sys.exit(128 + stopped_by)
+
+
 class DecodeChoices:
     """The decoding options given on the command line: one per DecodeConfig field, and `--set decode.key=value`."""
 
@@ -273,6 +286,34 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, deco
     if output:
         atomic_write_text(Path(output), sink.getvalue())
     return sink.getvalue().splitlines()
+
+
+@app.command()
+def score(
+    checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint (several: an ensemble) "
+                                                   "or exported directory to score with.")],
+    src: Annotated[str, typer.Option("--src", help="Source sentences, one per line.")],
+    tgt: Annotated[str, typer.Option("--tgt", help="Their translations, line-aligned with --src.")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Output file (default: stdout).")] = None,
+    normalize: Annotated[bool, typer.Option("--normalize", help="Divide by the length penalty, as the scores of "
+                                            "mt translate --scores (default: the plain log-probability).")] = False,
+    alpha: Annotated[Optional[float], typer.Option(help="Length penalty exponent for --normalize (default: the "
+                                                   "model's decode.alpha).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    raw_weights: RawWeights = False,
+):
+    """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
+    from mt.scoring import run_score
+    from mt.translate import check_input, check_output
+    from mt.translators import load_translator
+
+    _check_device(device)
+    check_input(src, "--src")
+    check_input(tgt, "--tgt")
+    check_output(output)
+    tr = load_translator(checkpoint, device, None, raw_weights)
+    run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
+              warn=_warn)
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """Typed configuration loaded from YAML; the only place a default is defined.
 
-A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`, `clean`.
+A config has a top-level `output_dir` and the sections `data`, `tokenizer`, `model`, `train`, `decode`, `clean`,
+`distill`.
 `--set section.key=value` overrides are parsed with YAML and checked against the field's type.
 """
 
@@ -68,7 +69,10 @@ class ModelConfig:
     d_model: int = 512
     d_ff: int = 2048
     n_heads: int = 8
-    n_layers: int = 6
+    n_layers: int = 6  # layers of each stack, unless encoder_layers or decoder_layers says otherwise
+    encoder_layers: int | None = None  # None: n_layers (the paper); a deep encoder and a shallow decoder
+    # depart from it for speed: decoding time is spent in the decoder (Kasai et al. 2021), configs/student-*.yaml
+    decoder_layers: int | None = None  # None: n_layers
     dropout: float = 0.1  # residual and embedding dropout (section 5.4)
     attention_dropout: float = 0.0  # not in the paper; tensor2tensor v1 uses 0
     activation_dropout: float = 0.0  # not in the paper; tensor2tensor v1 uses 0
@@ -82,6 +86,13 @@ class ModelConfig:
     # final_logits_bias, which here trains)
     decoder_start: str = "bos"  # bos: the decoder's first input is BOS (the paper) | pad: PAD's all-zero row, and
     # incremental decoding never outputs PAD (Marian, whose vocabulary has no BOS and no PAD)
+
+    def __post_init__(self):
+        # Each depth left unset is n_layers, so every reader sees two numbers, and a config or checkpoint from
+        # before the two keys existed builds the model it built then.
+        for name in ("encoder_layers", "decoder_layers"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, self.n_layers)
 
 
 @dataclass(frozen=True)
@@ -165,6 +176,19 @@ class CleanConfig:
 
 
 @dataclass(frozen=True)
+class DistillConfig:
+    """`mt distill` (mt/distill.py): sequence-level knowledge distillation (Kim and Rush, 2016)."""
+
+    teachers: tuple[str, ...] = ()  # checkpoints (several: an ensemble) or one `mt export` directory
+    beam_size: int = 4  # the teachers' beam when they translate the training sources
+    batch_lines: int = 1000  # source lines translated, then written, at a time: memory stays bounded
+    filter_worst: float = 0.0  # the share of distilled pairs with the lowest teacher score dropped (0: none)
+    keep_original: bool = False  # also train on the original pairs ...
+    original_weight: float = 1.0  # ... with this share of the batches, beside 1.0 for the distilled pairs
+    export: bool = True  # export the student to CTranslate2 int8 and compare it with the teachers (step d)
+
+
+@dataclass(frozen=True)
 class Config:
     output_dir: str = "runs/default"
     data: DataConfig = field(default_factory=DataConfig)
@@ -173,6 +197,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
 
 _SECTION_CLASSES = {
@@ -182,6 +207,7 @@ _SECTION_CLASSES = {
     "train": TrainConfig,
     "decode": DecodeConfig,
     "clean": CleanConfig,
+    "distill": DistillConfig,
 }
 DEVICES = ("auto", "cpu", "cuda")
 _CHOICES = {
@@ -255,6 +281,12 @@ def data_identity(cfg: Config) -> dict:
     return identity
 
 
+def model_settings(saved: dict) -> dict:
+    """A checkpoint's stored `model` section as today's config_to_dict writes it: keys newer than the checkpoint
+    at their defaults, the depths it leaves out at its n_layers."""
+    return config_to_dict(Config(model=ModelConfig(**saved)))["model"]
+
+
 def save_config(cfg: Config, path: Path) -> None:
     atomic_write_text(path, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
@@ -322,7 +354,9 @@ def _build_section(cls, section: str, values: dict, source: str):
     for name, value in values.items():
         if name not in known:
             raise ConfigError(f"{source}: unknown key '{section}.{name}' (allowed: {', '.join(known)})")
-        if typing.get_origin(hints[name]) is tuple:  # a list of mappings, e.g. data.train
+        if hints[name] == tuple[str, ...]:  # a list of strings, e.g. distill.teachers (one string: a list of it)
+            kwargs[name] = _build_strings(f"{section}.{name}", value, source)
+        elif typing.get_origin(hints[name]) is tuple:  # a list of mappings, e.g. data.train
             kwargs[name] = _build_list(typing.get_args(hints[name])[0], f"{section}.{name}", value, source)
         else:
             kwargs[name] = _coerce(value, hints[name], f"{section}.{name}", source)
@@ -331,6 +365,13 @@ def _build_section(cls, section: str, values: dict, source: str):
     if missing:
         raise ConfigError(f"{source}: {section} needs {' and '.join(missing)}")
     return cls(**kwargs)
+
+
+def _build_strings(key: str, value, source: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
+        raise ConfigError(f"{source}: {key} must be a list of paths, got {value!r}")
+    return tuple(items)
 
 
 def _build_list(cls, key: str, value, source: str) -> tuple:
@@ -383,7 +424,8 @@ def _validate(cfg: Config, source: str) -> None:
             fail(f"{section}.{name}", f"must be one of {', '.join(choices)}, got {value!r}")
     m, t, d, k = cfg.model, cfg.train, cfg.decode, cfg.tokenizer
     for key, value in [("model.d_model", m.d_model), ("model.d_ff", m.d_ff), ("model.n_heads", m.n_heads),
-                       ("model.n_layers", m.n_layers), ("model.max_positions", m.max_positions),
+                       ("model.n_layers", m.n_layers), ("model.encoder_layers", m.encoder_layers),
+                       ("model.decoder_layers", m.decoder_layers), ("model.max_positions", m.max_positions),
                        ("train.max_steps", t.max_steps), ("train.batch_tokens", t.batch_tokens),
                        ("train.accum_steps", t.accum_steps), ("train.warmup_steps", t.warmup_steps),
                        ("train.log_every", t.log_every), ("train.eval_every", t.eval_every),
@@ -393,6 +435,7 @@ def _validate(cfg: Config, source: str) -> None:
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
     _validate_corpora(cfg.data, fail)
+    _validate_distill(cfg.distill, fail)
     pad = cfg.data.pad_to_multiple
     if pad != "auto" and not (isinstance(pad, int) and pad >= 1):
         fail("data.pad_to_multiple", f"must be auto or a positive integer, got {pad!r}")
@@ -446,6 +489,15 @@ def _validate_clean(c: CleanConfig, fail) -> None:
             fail(f"clean.{key}", f"must be in [0, 1], got {getattr(c, key)}")
     if not (math.isfinite(c.numbers) and c.numbers >= 0):
         fail("clean.numbers", f"must be a finite number, not negative, got {c.numbers}")
+
+
+def _validate_distill(d: DistillConfig, fail) -> None:
+    if d.beam_size < 1 or d.batch_lines < 1:
+        fail("distill.beam_size" if d.beam_size < 1 else "distill.batch_lines", "must be at least 1")
+    if not 0.0 <= d.filter_worst < 1.0:
+        fail("distill.filter_worst", f"must be in [0, 1), got {d.filter_worst}")
+    if d.original_weight <= 0:
+        fail("distill.original_weight", f"must be positive, got {d.original_weight}")
 
 
 def decode_with(cfg: DecodeConfig, sets: list[str], values: dict, source: str = "command line") -> DecodeConfig:

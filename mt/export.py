@@ -80,9 +80,9 @@ def transformer_spec(model: Transformer):
     pre = cfg.norm == "pre"
     activation = common_spec.Activation.SWISH if cfg.activation == "swish" else common_spec.Activation.RELU
     # Attention for word alignment: mt's layer (mt/alignment.py) counted from the end, all heads averaged (0).
-    spec = ts.TransformerSpec.from_config(cfg.n_layers, cfg.n_heads, pre_norm=pre, activation=activation,
-                                          alignment_heads=0,
-                                          alignment_layer=alignment_layer(cfg.n_layers) - cfg.n_layers)
+    spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre,
+                                          activation=activation, alignment_heads=0,
+                                          alignment_layer=alignment_layer(cfg.decoder_layers) - cfg.decoder_layers)
     rows = exported_rows(model)
     src_weight = model.src_embed.tokens.weight.detach()[rows].numpy()
     tgt_weight = src_weight if model.tgt_embed.tokens is model.src_embed.tokens else \

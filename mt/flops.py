@@ -30,10 +30,10 @@ def training_flops(cfg: ModelConfig, vocab: int, src_lengths: torch.Tensor, tgt_
       output projection, per target token: 2DV.
     Padding, layer norms, softmax and element-wise work are not counted (the usual MFU convention).
     """
-    d, f, n = cfg.d_model, cfg.d_ff, cfg.n_layers
+    d, f = cfg.d_model, cfg.d_ff
     s, t = src_lengths.double(), tgt_lengths.double()
-    encoder = n * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
-    decoder = n * (t * (12 * d * d + 4 * d * f) + 2 * t * t * d + 4 * t * s * d + s * 4 * d * d)
+    encoder = cfg.encoder_layers * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
+    decoder = cfg.decoder_layers * (t * (12 * d * d + 4 * d * f) + 2 * t * t * d + 4 * t * s * d + s * 4 * d * d)
     output = t * 2 * d * vocab
     return 3.0 * float((encoder + decoder + output).sum())
 

@@ -51,7 +51,7 @@ def describe(path: Path, overrides: list[str]) -> str:
         "target and output" if model.output is None else "none")
     lines = [
         f"Transformer encoder-decoder ({m.norm}-LN)",
-        f"layers: {m.n_layers} encoder + {m.n_layers} decoder",
+        f"layers: {m.encoder_layers} encoder + {m.decoder_layers} decoder",
         f"d_model: {m.d_model}  d_ff: {m.d_ff}  heads: {m.n_heads} (d_k = {m.d_model // m.n_heads})",
         f"dropout: {m.dropout}  attention dropout: {m.attention_dropout}  activation dropout: {m.activation_dropout}",
         f"vocabulary: source {src_vocab}, target {tgt_vocab} (from {vocab_from})",

@@ -41,8 +41,8 @@ REQUIRED = {"scale_embedding": True, "share_encoder_decoder_embeddings": True, "
             "is_encoder_decoder": True, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0,
             "normalize_before": False, "normalize_embedding": False, "add_final_layer_norm": False}
 ACTIVATIONS = {"relu": "relu", "swish": "swish", "silu": "swish"}
-# mt has one number of layers, heads and one FFN width for both stacks, and one vocabulary.
-SAME = [("decoder_layers", "encoder_layers"), ("decoder_attention_heads", "encoder_attention_heads"),
+# mt has one number of heads and one FFN width for both stacks, and one vocabulary (each stack its own depth).
+SAME = [("decoder_attention_heads", "encoder_attention_heads"),
         ("decoder_ffn_dim", "encoder_ffn_dim"), ("decoder_vocab_size", "vocab_size")]
 FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
 LANGUAGE_TAG = re.compile(r"^>>.+<<$")  # >>fra<<: the target language of a multilingual model, one piece
@@ -103,7 +103,8 @@ def model_config(hf: dict, source: Path) -> ModelConfig:
     if hf["d_model"] % hf["encoder_attention_heads"] or hf["d_model"] % 2:
         raise MtError(f"{source}: d_model {hf['d_model']!r}: mt needs an even multiple of encoder_attention_heads")
     return ModelConfig(d_model=hf["d_model"], d_ff=hf["encoder_ffn_dim"], n_heads=hf["encoder_attention_heads"],
-                       n_layers=hf["encoder_layers"], dropout=float(hf["dropout"]),
+                       n_layers=hf["encoder_layers"], encoder_layers=hf["encoder_layers"],
+                       decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
                        attention_dropout=float(hf["attention_dropout"]),
                        activation_dropout=float(hf["activation_dropout"]), norm="post", share_embeddings=True,
                        max_positions=hf["max_position_embeddings"], activation=activation, positions="concatenated",
@@ -134,9 +135,10 @@ def mt_state(weights: dict[str, torch.Tensor], order: list[int], cfg: ModelConfi
     rows = torch.tensor(order)
     state = {"src_embed.tokens.weight": embedding[rows], "tgt_embed.tokens.weight": embedding[rows],
              "output_bias": w["final_logits_bias"].reshape(-1)[rows]}
-    for i in range(cfg.n_layers):
+    for i in range(cfg.encoder_layers):
         state.update(_layer(w, f"encoder.layers.{i}", f"encoder_layers.{i}",
                             {"self_attn": "self_attn"}, {"self_attn_layer_norm": "attn_block"}))
+    for i in range(cfg.decoder_layers):
         state.update(_layer(w, f"decoder.layers.{i}", f"decoder_layers.{i}",
                             {"self_attn": "self_attn", "encoder_attn": "cross_attn"},
                             {"self_attn_layer_norm": "self_block", "encoder_attn_layer_norm": "cross_block"}))

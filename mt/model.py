@@ -211,8 +211,8 @@ class Transformer(nn.Module):
         src_tokens = tgt_tokens if share_src else nn.Embedding(src_vocab, cfg.d_model, padding_idx=PAD)
         self.src_embed = Embedding(src_tokens, positions, cfg.dropout)
         self.tgt_embed = Embedding(tgt_tokens, positions, cfg.dropout)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         # Pre-LN needs a final norm on each stack; post-LN outputs are already normalized.
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()

@@ -29,7 +29,7 @@ from mt.checkpoint import (
     step_checkpoints,
     translation_weights,
 )
-from mt.config import Config, config_to_dict, data_identity, save_config
+from mt.config import Config, config_to_dict, data_identity, model_settings, save_config
 from mt.data import check_sources, training_corpora
 from mt.errors import CheckpointError, MtError
 from mt.evaluation import StopRequested, evaluate
@@ -462,6 +462,7 @@ def _resume(run: TrainingRun, path: Path) -> None:
 def _check_compatible(saved: dict, cfg: Config, path: Path) -> None:
     """Refuse to continue a checkpoint whose model, tokenizer or data differ from the current config."""
     current = {"model": config_to_dict(cfg)["model"], **data_identity(cfg)}
+    saved = {**saved, "model": model_settings(saved["model"])}
     changed = [f"{section}.{key}" for section, values in current.items()
                for key in values if saved.get(section, {}).get(key) != values[key]]
     if changed:

@@ -18,9 +18,9 @@ LAYERS = [
     ["recipe", "update"],
     ["decoding"],
     ["alignment", "search", "constraints", "scheduler", "backend", "ct2_backend"],
-    ["decode", "translators"],
+    ["decode", "translators", "scoring"],
     ["evaluation", "serving"],
-    ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data"],
+    ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data", "distill", "distilled"],
     ["server"],
     ["cli", "__main__", "__init__"],
 ]

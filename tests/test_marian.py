@@ -44,7 +44,8 @@ def spm_models() -> dict[str, bytes]:
     return {"de": _sentencepiece(de, 300), "en": _sentencepiece(en, 300), "both": _sentencepiece(de + en, 500)}
 
 
-def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int = 0) -> MarianMTModel:
+def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int = 0,
+                encoder_layers: int = 2, decoder_layers: int = 2) -> MarianMTModel:
     """A Marian directory as Hugging Face saves one: vocab.json is </s>, <unk>, the pieces of both
     sentencepiece models, then <pad> (as Hugging Face's converter appends it); random weights, an output bias
     that ends sentences after some ten pieces."""
@@ -55,8 +56,8 @@ def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int
                    if not sp.is_control(sp.piece_to_id(p)) and p != "<unk>" and p not in pieces]
     pieces.append("<pad>")
     vocab, pad = {p: i for i, p in enumerate(pieces)}, len(pieces) - 1
-    config = MarianConfig(vocab_size=len(pieces), decoder_vocab_size=len(pieces), d_model=32, encoder_layers=2,
-                          decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+    config = MarianConfig(vocab_size=len(pieces), decoder_vocab_size=len(pieces), d_model=32,
+                          encoder_layers=encoder_layers, decoder_layers=decoder_layers, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
                           decoder_ffn_dim=64, activation_function=activation, scale_embedding=True,
                           pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0,
                           max_position_embeddings=256)
@@ -103,7 +104,20 @@ def _mt_model(checkpoint):
 
 
 def test_log_probs_equal_hugging_face_forward_pass(marian):
-    folder, hf_model, hf_tok, checkpoint = marian
+    assert_log_probs_equal_hugging_face(*marian)
+
+
+def test_an_encoder_and_a_decoder_of_different_depths_import(spm_models, tmp_path):
+    hf_model = make_marian(tmp_path / "hf", spm_models["both"], spm_models["both"], "swish", encoder_layers=3,
+                           decoder_layers=1)
+    import_marian(tmp_path / "hf", tmp_path / "model.pt", log=lambda line: None)
+    model = config_from_dict(load_checkpoint(tmp_path / "model.pt")["config"]).model
+    assert (model.encoder_layers, model.decoder_layers) == (3, 1)
+    assert_log_probs_equal_hugging_face(tmp_path / "hf", hf_model, MarianTokenizer.from_pretrained(tmp_path / "hf"),
+                                        tmp_path / "model.pt")
+
+
+def assert_log_probs_equal_hugging_face(folder, hf_model, hf_tok, checkpoint):
     model, src_tok, tgt_tok = _mt_model(checkpoint)
     batch = hf_tok(LINES, text_target=TARGETS, return_tensors="pt", padding=True)
     src_ids = [s + [EOS] for s in src_tok.encode(LINES)]
@@ -227,7 +241,7 @@ def test_import_command_prints_the_sections_a_fine_tuning_config_needs(spm_model
 
 @pytest.mark.parametrize("field,value,message", [
     ("activation_function", "gelu", "activation_function 'gelu': mt has relu, swish, silu"),
-    ("decoder_layers", 3, "decoder_layers 3: mt needs it equal to encoder_layers (2)"),
+    ("decoder_ffn_dim", 128, "decoder_ffn_dim 128: mt needs it equal to encoder_ffn_dim (64)"),
     ("scale_embedding", False, "scale_embedding False: mt's model has True"),
     ("model_type", "bart", "model_type 'bart': mt imports Marian models (model_type 'marian') only"),
 ])

@@ -123,8 +123,7 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
     output_dir = Path(output_dir)
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise MtError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got '{quantization}'")
-    if output_dir.exists() and not force:
-        raise MtError(f"{output_dir} exists; remove it or pass --force")
+    check_export_target(output_dir, force)
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     spec = transformer_spec(tr.backend.model)
     rows = exported_rows(tr.backend.model)
@@ -144,6 +143,12 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
 
     atomic_write_dir(output_dir, write)
     return output_dir
+
+
+def check_export_target(output_dir: Path, force: bool) -> None:
+    """Every export format's check of its output folder, before any work: an existing one only with --force."""
+    if output_dir.exists() and not force:
+        raise MtError(f"{output_dir} exists; remove it or pass --force")
 
 
 def _pieces(tok: Tokenizer) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import yaml
@@ -27,6 +26,7 @@ from mt.model import Transformer
 from mt.run_log import read_metrics
 from mt.symbols import BOS, EOS, PAD
 from mt.tokenizer import Tokenizer
+from mt.tokenizer_json import write_tokenizer_json
 
 NEVER = -1e9  # final_logits_bias of a row that is no target piece: exp() of it is 0, in float32 too
 # What Hugging Face's Marian cannot express: (ModelConfig field, value, why), checked before anything is written.
@@ -42,7 +42,6 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
 
     output_dir = Path(output_dir)
     check_export_target(output_dir, force)
-    _spm_converter()
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     model = tr.backend.model
     for field, value, why in INEXPRESSIBLE:
@@ -57,8 +56,8 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
     def write(folder: Path) -> None:
         for name, data in files.items():
             (folder / name).write_bytes(data)
-        if tr.src_tokenizer.model_proto == tr.tgt_tokenizer.model_proto:
-            write_tokenizer_json(folder)
+        if tr.src_tokenizer.model_proto == tr.tgt_tokenizer.model_proto:  # one vocabulary: transformers.js's
+            write_tokenizer_json(tr.src_tokenizer, folder / "tokenizer.json")
 
     atomic_write_dir(output_dir, write)
     return output_dir
@@ -151,27 +150,6 @@ def tokenizer_files(src: Tokenizer, tgt: Tokenizer, max_positions: int) -> dict[
         "tokenizer_class": "MarianTokenizer", "separate_vocabs": separate, "model_max_length": max_positions,
         "unk_token": tgt.sp.id_to_piece(1), "eos_token": tgt.sp.id_to_piece(EOS), "pad_token": tgt.sp.id_to_piece(PAD)})
     return files
-
-
-def write_tokenizer_json(folder: Path) -> None:
-    """tokenizer.json, the `tokenizers` library's form of source.spm with EOS appended, for transformers.js, which
-    reads no sentencepiece model (it has no MarianTokenizer of its own): one vocabulary, so written for a joint
-    one only. It is transformers' own conversion of a sentencepiece model (SpmConverter)."""
-    from tokenizers import processors
-
-    spm = SimpleNamespace(vocab_file=str(folder / "source.spm"), add_prefix_space=True)
-    tokenizer = _spm_converter()(spm).converted()
-    eos = Tokenizer((folder / "source.spm").read_bytes()).sp.id_to_piece(EOS)
-    tokenizer.post_processor = processors.TemplateProcessing(single=f"$A {eos}", special_tokens=[(eos, EOS)])
-    tokenizer.save(str(folder / "tokenizer.json"))
-
-
-def _spm_converter():
-    try:
-        from transformers.convert_slow_tokenizer import SpmConverter
-    except ImportError as e:
-        raise MtError(f"--format huggingface needs transformers ({e}); pip install 'mt[hf]'") from None
-    return SpmConverter
 
 
 def _pieces(tok: Tokenizer) -> list[str]:

@@ -6,6 +6,8 @@ The mapping is `mt import`'s (mt/marian.py) the other way: the same table of lay
 post-norm with biases everywhere (as mt's), its embeddings scaled by sqrt(d_model); its positions are a stored
 table, so the paper's interleaved one is written as it is; its decoder starts from `decoder_start_token_id`
 (mt's BOS, or PAD's zero row). mt's ids are kept: vocab.json maps each sentencepiece piece to its own id.
+A pre-norm model is written as Pegasus (PegasusForConditionalGeneration, loaded with AutoModelForSeq2SeqLM),
+whose layers are Marian's made pre-norm, with MarianTokenizer's files.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from mt.tokenizer import Tokenizer
 from mt.tokenizer_json import write_tokenizer_json
 
 NEVER = -1e9  # final_logits_bias of a row that is no target piece: exp() of it is 0, in float32 too
-# What Hugging Face's Marian cannot express: (ModelConfig field, value, why), checked before anything is written.
-INEXPRESSIBLE = (("norm", "pre", "Hugging Face's MarianMTModel has post-norm layers only, and no architecture of "
-                  "transformers has mt's pre-norm stacks with its positions"),)
+# mt's norm -> the transformers model that has its layers: Marian's are post-norm; Pegasus's, the same layers and
+# names, pre-norm with a final norm on each stack (mt's pre-norm), a stored position table too, but one embedding
+# matrix for both sides.
+ARCHITECTURES = {"post": ("marian", "MarianMTModel"), "pre": ("pegasus", "PegasusForConditionalGeneration")}
 
 
 def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bool = False,
@@ -44,9 +47,10 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
     check_export_target(output_dir, force)
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     model = tr.backend.model
-    for field, value, why in INEXPRESSIBLE:
-        if getattr(model.cfg, field) == value:
-            raise MtError(f"{checkpoint}: model.{field} {value}: cannot be exported to Hugging Face ({why})")
+    if model.cfg.norm == "pre" and model.src_embed.tokens is not model.tgt_embed.tokens:
+        raise MtError(f"{checkpoint}: model.norm pre with separate source and target embeddings (tokenizer.joint "
+                      f"{tr.cfg.tokenizer.joint}, model.share_embeddings {model.cfg.share_embeddings}): cannot be "
+                      "exported to Hugging Face (its pre-norm model, Pegasus, has one embedding for both sides)")
     files = tokenizer_files(tr.src_tokenizer, tr.tgt_tokenizer, model.cfg.max_positions)
     files["config.json"] = _json(hf_config(model))
     files["generation_config.json"] = _json(generation_config(tr.cfg))
@@ -84,6 +88,9 @@ def hf_state(model: Transformer) -> dict[str, torch.Tensor]:
     state["final_logits_bias"] = _rows(bias[:, None], rows, fill=NEVER)[:, 0].reshape(1, -1)
     for stack in ("encoder", "decoder"):  # mt's own table, either layout (model.positions)
         state[f"model.{stack}.embed_positions.weight"] = model.src_embed.positions.float().clone()
+        if model.cfg.norm == "pre":  # Pegasus's final norm of each stack
+            for kind in ("weight", "bias"):
+                state[f"model.{stack}.layer_norm.{kind}"] = mine[f"{stack}_norm.{kind}"].clone()
     return state
 
 
@@ -100,19 +107,23 @@ def _rows(matrix: torch.Tensor, rows: int, fill: float = 0.0) -> torch.Tensor:
 
 
 def hf_config(model: Transformer) -> dict:
-    """config.json: MarianConfig's fields for mt's model, every one written (none left to a default)."""
+    """config.json: MarianConfig's (or PegasusConfig's) fields for mt's model, every one written (none left to a
+    default)."""
     cfg = model.cfg
     encoder_layers, decoder_layers = depths(cfg)
+    model_type, architecture = ARCHITECTURES[cfg.norm]
+    marian_only = {"decoder_vocab_size": vocabulary_rows(model),
+                   "share_encoder_decoder_embeddings": model.src_embed.tokens is model.tgt_embed.tokens}
     return {
-        "architectures": ["MarianMTModel"], "model_type": "marian", "is_encoder_decoder": True,
-        "vocab_size": vocabulary_rows(model), "decoder_vocab_size": vocabulary_rows(model), "d_model": cfg.d_model,
+        "architectures": [architecture], "model_type": model_type, "is_encoder_decoder": True,
+        "vocab_size": vocabulary_rows(model), **(marian_only if model_type == "marian" else {}),
+        "d_model": cfg.d_model,
         "encoder_layers": encoder_layers, "decoder_layers": decoder_layers,
         "encoder_attention_heads": cfg.n_heads, "decoder_attention_heads": cfg.n_heads,
         "encoder_ffn_dim": cfg.d_ff, "decoder_ffn_dim": cfg.d_ff, "activation_function": cfg.activation,
         "dropout": cfg.dropout, "attention_dropout": cfg.attention_dropout,
         "activation_dropout": cfg.activation_dropout, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0,
         "max_position_embeddings": cfg.max_positions, "scale_embedding": True, "init_std": 0.02,
-        "share_encoder_decoder_embeddings": model.src_embed.tokens is model.tgt_embed.tokens,
         "tie_word_embeddings": model.output is None, "pad_token_id": PAD, "eos_token_id": EOS,
         "decoder_start_token_id": _decoder_start(model.cfg.decoder_start), "forced_eos_token_id": EOS,
         "use_cache": True, "torch_dtype": "float32",

@@ -32,6 +32,7 @@ OPTION_SETS = {
                 True),
     "separate-vocabularies": ({"activation": "swish"}, False),
     "untied-output": ({"share_embeddings": False, "output_bias": True}, True),
+    "pre-norm": ({"norm": "pre", "activation": "swish"}, True),  # written as Pegasus
 }
 
 
@@ -89,7 +90,9 @@ def exported(request, tokenizers, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     checkpoint = make_checkpoint(folder / "model.pt", tokenizers, joint, **changes)
     export_huggingface(checkpoint, folder / "hf")
-    model = transformers.MarianMTModel.from_pretrained(folder / "hf").eval()
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder / "hf").eval()
+    assert type(model).__name__ == ("PegasusForConditionalGeneration" if changes.get("norm") == "pre"
+                                    else "MarianMTModel")
     tokenizer = transformers.MarianTokenizer.from_pretrained(folder / "hf")
     return load_model_translator(checkpoint, "cpu"), model, tokenizer, folder / "hf"
 
@@ -166,10 +169,11 @@ def test_forced_decode_log_probabilities_agree(exported):
 
 
 def test_round_trip_through_mt_import(exported, tmp_path):
-    """`mt import` of the export decodes as the original (joint vocabularies with a tied output: what
+    """`mt import` of the export decodes as the original (Marian, joint vocabularies with a tied output: what
     `mt import` reads)."""
     tr, model, _, folder = exported
-    if not model.config.share_encoder_decoder_embeddings or not model.config.tie_word_embeddings:
+    if model.config.model_type != "marian" or not model.config.share_encoder_decoder_embeddings \
+            or not model.config.tie_word_embeddings:
         proc = run_mt("import", folder, "-o", tmp_path / "back.pt", check=False)
         assert "error: " in one_error_line(proc)
         return
@@ -232,11 +236,12 @@ def test_an_ensemble_is_refused(paper_checkpoint, tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-def test_pre_norm_is_one_line_naming_the_option(tokenizers, tmp_path):
-    checkpoint = make_checkpoint(tmp_path / "pre.pt", tokenizers, True, norm="pre")
+def test_pre_norm_with_separate_vocabularies_is_one_line_naming_the_options(tokenizers, tmp_path):
+    checkpoint = make_checkpoint(tmp_path / "pre.pt", tokenizers, False, norm="pre")
     line = one_error_line(run_mt("export", "-c", checkpoint, "--format", "huggingface", "-o", tmp_path / "hf",
                                  check=False))
-    assert f"{checkpoint}: model.norm pre: cannot be exported to Hugging Face" in line
+    assert (f"{checkpoint}: model.norm pre with separate source and target embeddings (tokenizer.joint False, "
+            "model.share_embeddings True): cannot be exported to Hugging Face") in line
     assert not (tmp_path / "hf").exists()
 
 

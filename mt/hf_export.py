@@ -26,7 +26,7 @@ from mt.files import atomic_write_dir
 from mt.marian import depths, layer_names
 from mt.model import Transformer
 from mt.run_log import read_metrics
-from mt.symbols import BOS, EOS, PAD
+from mt.symbols import BOS, EOS, PAD, UNK
 from mt.tokenizer import Tokenizer
 from mt.tokenizer_json import write_tokenizer_json
 
@@ -157,9 +157,13 @@ def tokenizer_files(src: Tokenizer, tgt: Tokenizer, max_positions: int) -> dict[
              "vocab.json": _json({piece: i for i, piece in enumerate(_pieces(src))})}
     if separate:
         files["target_vocab.json"] = _json({piece: i for i, piece in enumerate(_pieces(tgt))})
+    # BOS, where it is sentencepiece's control piece (a model mt trained), is special too: decoding generate()'s
+    # output, which starts with it (model.decoder_start: bos), with skip_special_tokens leaves it out.
+    bos = {"bos_token": tgt.sp.id_to_piece(BOS)} if tgt.sp.is_control(BOS) else {}
     files["tokenizer_config.json"] = _json({
         "tokenizer_class": "MarianTokenizer", "separate_vocabs": separate, "model_max_length": max_positions,
-        "unk_token": tgt.sp.id_to_piece(1), "eos_token": tgt.sp.id_to_piece(EOS), "pad_token": tgt.sp.id_to_piece(PAD)})
+        "unk_token": tgt.sp.id_to_piece(UNK), "eos_token": tgt.sp.id_to_piece(EOS),
+        "pad_token": tgt.sp.id_to_piece(PAD), **bos})
     return files
 
 
@@ -173,7 +177,8 @@ def model_card(cfg: Config, checkpoint: Path) -> str:
     lines = ["---", "library_name: transformers", "pipeline_tag: translation", "tags: [marian, mt]", "---", "",
              f"# {checkpoint.parent.name}/{checkpoint.name}", "",
              "A Transformer trained with mt and written by `mt export --format huggingface` "
-             "as a MarianMTModel: `MarianMTModel.from_pretrained` and `MarianTokenizer.from_pretrained` load it.", "",
+             f"as a {ARCHITECTURES[cfg.model.norm][1]}: `AutoModelForSeq2SeqLM.from_pretrained` and "
+             "`MarianTokenizer.from_pretrained` load it.", "",
              f"Training data: {_training_data(cfg)}.", "", *_dev_scores(checkpoint.parent), "",
              "Decoding: generation_config.json holds mt's beam size; mt's length penalty is GNMT's "
              f"((5 + length) / 6) ** {cfg.decode.alpha}, Hugging Face's length ** length_penalty, the same only "

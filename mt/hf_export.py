@@ -28,7 +28,7 @@ from mt.model import Transformer
 from mt.run_log import read_metrics
 from mt.symbols import BOS, EOS, PAD, UNK
 from mt.tokenizer import Tokenizer
-from mt.tokenizer_json import write_tokenizer_json
+from mt.tokenizer_json import tokenizer_json
 
 NEVER = -1e9  # final_logits_bias of a row that is no target piece: exp() of it is 0, in float32 too
 # mt's norm -> the transformers model that has its layers: Marian's are post-norm; Pegasus's, the same layers and
@@ -57,11 +57,15 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
     files["model.safetensors"] = save(hf_state(model), metadata={"format": "pt"})
     files["README.md"] = model_card(tr.cfg, Path(checkpoint)).encode("utf-8")
 
+    if tr.src_tokenizer.model_proto == tr.tgt_tokenizer.model_proto:  # one vocabulary: transformers.js's
+        files["tokenizer.json"] = tokenizer_json(tr.src_tokenizer)
+
     def write(folder: Path) -> None:
         for name, data in files.items():
-            (folder / name).write_bytes(data)
-        if tr.src_tokenizer.model_proto == tr.tgt_tokenizer.model_proto:  # one vocabulary: transformers.js's
-            write_tokenizer_json(tr.src_tokenizer, folder / "tokenizer.json")
+            try:
+                (folder / name).write_bytes(data)
+            except OSError as e:  # a full disk: the file it would have been
+                raise OSError(e.errno, e.strerror, str(output_dir / name)) from None
 
     atomic_write_dir(output_dir, write)
     return output_dir

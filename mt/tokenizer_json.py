@@ -7,8 +7,6 @@ appended to every input, as mt and MarianTokenizer do. The tests check it cuts t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mt.errors import MtError
 from mt.symbols import EOS, UNK
 from mt.tokenizer import Tokenizer
@@ -16,7 +14,7 @@ from mt.tokenizer import Tokenizer
 SPACE = "\u2581"  # sentencepiece's "▁"
 
 
-def write_tokenizer_json(tok: Tokenizer, path: Path) -> None:
+def tokenizer_json(tok: Tokenizer) -> bytes:
     try:
         from tokenizers import AddedToken, Regex
         from tokenizers import Tokenizer as FastTokenizer
@@ -37,7 +35,7 @@ def write_tokenizer_json(tok: Tokenizer, path: Path) -> None:
     fast.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always")
     eos = proto.pieces[EOS].piece
     fast.post_processor = processors.TemplateProcessing(single=f"$A {eos}", special_tokens=[(eos, EOS)])
-    fast.save(str(path))
+    return fast.to_str(pretty=True).encode("utf-8")
 
 
 def _model(proto):

@@ -267,5 +267,5 @@ def test_a_full_disk_leaves_nothing_half_written(paper_checkpoint, tmp_path):
                            "huggingface", "-o", str(tmp_path / "out" / "hf")], capture_output=True, text=True,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
     line = one_error_line(proc)
-    assert "File too large" in line, line
+    assert line.startswith(f"error: {tmp_path / 'out' / 'hf'}/") and line.endswith(": File too large"), line
     assert list((tmp_path / "out").iterdir()) == [], "no folder, complete or not, and no temporary one"

@@ -1,31 +1,37 @@
 # `make test` and `make demo` each set up everything on a fresh machine: a virtualenv in .venv,
 # the CPU build of torch (pinned so pip does not pull a multi-GB CUDA build), and this project with its
-# dev and plot extras (the tests draw pictures and write TensorBoard logs).
+# dev and plot extras (the tests draw pictures and write TensorBoard logs), and transformers.js for the browser
+# example (examples/browser, from package-lock.json; its test loads it in chromium).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.mt-installed
+BROWSER := examples/browser/node_modules/.package-lock.json
 
 .PHONY: test test-fast demo setup clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(BROWSER)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2,serve]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2,serve,hf,onnx]"
 	touch $(STAMP)
 
-test: $(STAMP)
+# --ignore-scripts: onnxruntime-node's install script downloads from nuget.org; the page needs onnxruntime-web only
+$(BROWSER): examples/browser/package-lock.json
+	cd examples/browser && npm ci --ignore-scripts --no-audit --no-fund
+
+test: $(STAMP) $(BROWSER)
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(BROWSER)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 clean:
-	rm -rf $(VENV) runs/demo
+	rm -rf $(VENV) runs/demo examples/browser/node_modules

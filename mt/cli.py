@@ -34,6 +34,7 @@ RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's 
                                           "moving average (train.ema_decay).")]
 
 
+EXPORT_FORMATS = ("ctranslate2", "huggingface")  # mt export --format
 _tuning: dict[str, str] = {}  # what main()'s tune_process set, shown by --debug
 
 
@@ -416,20 +417,33 @@ def bench_train(config: Path, set_: SetOption = None,
 
 @app.command()
 def export(
-    checkpoint: Annotated[Path, typer.Option("-c", "--checkpoint", help="Checkpoint to export.")],
+    checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to export (one).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write.")],
-    format: Annotated[str, typer.Option("--format", help="ctranslate2.")] = "ctranslate2",
+    format: Annotated[str, typer.Option("--format", help="ctranslate2 | huggingface.")] = "ctranslate2",
     quantization: Annotated[Optional[str], typer.Option(
-        help="int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 (default: float32).")] = None,
+        help="ctranslate2: int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 "
+             "(default: float32).")] = None,
     force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
     raw_weights: RawWeights = False,
 ):
-    """Write a CTranslate2 model directory (with the sentencepiece models) that `mt translate -c DIR` reads."""
+    """Write a model directory: CTranslate2's (with the sentencepiece models), which `mt translate -c DIR` reads,
+    or Hugging Face's Marian (MarianMTModel, MarianTokenizer; docs/exporting.md)."""
+    if format not in EXPORT_FORMATS:
+        raise MtError(f"--format: one of {', '.join(EXPORT_FORMATS)}, got '{format}'")
+    paths = [Path(part) for path in checkpoint for part in str(path).split(",") if part]
+    if len(paths) != 1:
+        raise MtError(f"-c: an export is of one checkpoint, got {len(paths)}; average an ensemble's checkpoints "
+                      "into one first (mt average)")
+    if format == "huggingface":
+        from mt.hf_export import export_huggingface
+
+        if quantization is not None:
+            raise MtError("--quantization: for --format ctranslate2 only; the Hugging Face export is float32")
+        _warn(f"exported {export_huggingface(paths[0], output, force, raw_weights)}")
+        return
     from mt.export import export_ctranslate2
 
-    if format != "ctranslate2":
-        raise MtError(f"--format: only ctranslate2 is supported, got '{format}'")
-    _warn(f"exported {export_ctranslate2(checkpoint, output, quantization, force, raw_weights)}")
+    _warn(f"exported {export_ctranslate2(paths[0], output, quantization, force, raw_weights)}")
 
 
 @app.command("import")

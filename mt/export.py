@@ -152,9 +152,10 @@ EXPORT_FILES = frozenset({MARKER, "model.bin", "config.json", "source.spm", "tar
                             for ext in ("json", "txt"))})
 
 
-def check_replaceable(output_dir: Path, force: bool, written: frozenset[str] = EXPORT_FILES) -> None:
-    """Before any work: `output_dir` is new, or (with `force`) empty or an earlier export, holding only files in
-    `written` with MARKER among them; never a folder of anyone else's files."""
+def check_replaceable(output_dir: Path, force: bool, written: frozenset[str] = EXPORT_FILES,
+                      is_export=lambda folder: (folder / MARKER).is_file()) -> None:
+    """Before any work: `output_dir` is new, or (with `force`) empty or an earlier export of this format (as
+    `is_export` tells), holding only files in `written`; never a folder of anyone else's files."""
     if not output_dir.exists():
         return
     if not output_dir.is_dir():
@@ -165,8 +166,8 @@ def check_replaceable(output_dir: Path, force: bool, written: frozenset[str] = E
     if not entries:
         return
     foreign = [p.name for p in entries if p.name not in written or not p.is_file() or p.is_symlink()]
-    if foreign or not (output_dir / MARKER).is_file():
-        what = f"holds {foreign[0]}, which" if foreign else f"has no {MARKER}, so it"
+    if foreign or not is_export(output_dir):
+        what = f"holds {foreign[0]}, which" if foreign else "is not an earlier export: its files"
         raise MtError(f"-o {output_dir}: {what} mt export did not write; --force replaces only an earlier "
                       "export: choose another folder")
 

@@ -23,7 +23,7 @@ import torch
 from mt.checkpoint import ModelPart, checkpoint_dict, load_tensors, save_checkpoint
 from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig, config_to_dict
 from mt.errors import MtError
-from mt.model import build_model
+from mt.model import build_model, sinusoidal_positions
 from mt.symbols import BOS, EOS, PAD, UNK
 from mt.tokenizer import Tokenizer, renumbered
 
@@ -58,8 +58,13 @@ def import_marian(directory: str | Path, output: str | Path, log=print) -> Confi
         raise MtError(f"{directory / missing[0]}: missing (a Hugging Face Marian directory holds "
                       f"{', '.join(FILES)} and model.safetensors or pytorch_model.bin)")
     hf = {**MARIAN_DEFAULTS, **_read_json(directory / "config.json")}
-    cfg_model = model_config(hf, directory / "config.json")
+    weights = load_weights(directory)
+    cfg_model = model_config(hf, directory / "config.json", positions_layout(weights, hf, directory))
     order = marian_order(hf, _read_vocabulary(directory, hf))
+    if cfg_model.decoder_start == "bos" and order[BOS][1] != hf["decoder_start_token_id"]:
+        raise MtError(f"{directory / 'config.json'}: decoder_start_token_id {hf['decoder_start_token_id']!r}: mt's "
+                      f"decoder starts from pad_token_id or from the first id that is not pad, eos or <unk> "
+                      f"({order[BOS][1]})")
     vocabulary = [piece for piece, _ in order]
     tags = [piece for piece in vocabulary if LANGUAGE_TAG.match(piece)]
     src_tok, src_lacking = renumbered((directory / "source.spm").read_bytes(), vocabulary, tags)
@@ -67,7 +72,7 @@ def import_marian(directory: str | Path, output: str | Path, log=print) -> Confi
     for name, lacking in (("source.spm", src_lacking), ("target.spm", tgt_lacking)):
         if lacking:
             log(f"import: {lacking} pieces of {name} are not in vocab.json; text is cut around them")
-    state = mt_state(load_weights(directory), [marian_id for _, marian_id in order], cfg_model)
+    state = mt_state(weights, [marian_id for _, marian_id in order], cfg_model)
     model = build_model(cfg_model, len(vocabulary), len(vocabulary), joint_vocab=True)
     model.load_state_dict(state)  # every tensor accounted for, in its shape
     cfg = Config(tokenizer=TokenizerConfig(type=_sentencepiece_type(src_tok), vocab_size=len(vocabulary), joint=True,
@@ -79,7 +84,7 @@ def import_marian(directory: str | Path, output: str | Path, log=print) -> Confi
     return cfg
 
 
-def model_config(hf: dict, source: Path) -> ModelConfig:
+def model_config(hf: dict, source: Path, positions: str = "concatenated") -> ModelConfig:
     """The ModelConfig of a Marian config.json (defaults filled in); a field mt cannot represent is an error."""
     if hf.get("model_type") != "marian":
         raise MtError(f"{source}: model_type {hf.get('model_type')!r}: mt imports Marian models (model_type "
@@ -93,9 +98,6 @@ def model_config(hf: dict, source: Path) -> ModelConfig:
     for key, other in SAME:
         if hf[key] is not None and hf[key] != hf[other]:
             raise MtError(f"{source}: {key} {hf[key]!r}: mt needs it equal to {other} ({hf[other]!r})")
-    if hf["decoder_start_token_id"] != hf["pad_token_id"]:
-        raise MtError(f"{source}: decoder_start_token_id {hf['decoder_start_token_id']!r}: mt's Marian decoder "
-                      f"starts from pad_token_id ({hf['pad_token_id']!r})")
     activation = ACTIVATIONS.get(hf["activation_function"])
     if activation is None:
         raise MtError(f"{source}: activation_function {hf['activation_function']!r}: mt has "
@@ -107,8 +109,9 @@ def model_config(hf: dict, source: Path) -> ModelConfig:
                        decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
                        attention_dropout=float(hf["attention_dropout"]),
                        activation_dropout=float(hf["activation_dropout"]), norm="post", share_embeddings=True,
-                       max_positions=hf["max_position_embeddings"], activation=activation, positions="concatenated",
-                       output_bias=True, decoder_start="pad")
+                       max_positions=hf["max_position_embeddings"], activation=activation, positions=positions,
+                       output_bias=True,
+                       decoder_start="pad" if hf["decoder_start_token_id"] == hf["pad_token_id"] else "bos")
 
 
 def marian_order(hf: dict, vocab: dict[str, int]) -> list[tuple[str, int]]:
@@ -124,6 +127,40 @@ def marian_order(hf: dict, vocab: dict[str, int]) -> list[tuple[str, int]]:
     return [(by_id[i], i) for i in order]
 
 
+def depths(cfg: ModelConfig) -> tuple[int, int]:
+    """(encoder layers, decoder layers) of a model: the one place both directions read them."""
+    return cfg.encoder_layers, cfg.decoder_layers
+
+
+# Each stack's sublayers: {Marian's attention: mt's}, {Marian's layer norm: mt's residual block}.
+STACKS = (("encoder", {"self_attn": "self_attn"}, {"self_attn_layer_norm": "attn_block"}),
+          ("decoder", {"self_attn": "self_attn", "encoder_attn": "cross_attn"},
+           {"self_attn_layer_norm": "self_block", "encoder_attn_layer_norm": "cross_block"}))
+
+
+def layer_names(cfg: ModelConfig) -> list[tuple[str, tuple[str, ...]]]:
+    """(mt's name, Marian's names) of every tensor of the layers, used both ways (`mt import`, and `mt export
+    --format huggingface`): mt's tensor is Marian's ones concatenated (q, k and v stacked into `in_proj`)."""
+    names = []
+    for (stack, attentions, norms), n in zip(STACKS, depths(cfg)):
+        for i in range(n):
+            names += _layer_names(f"{stack}.layers.{i}", f"{stack}_layers.{i}", attentions, norms)
+    return names
+
+
+def _layer_names(hf: str, mt: str, attentions: dict[str, str], norms: dict[str, str]) -> list:
+    names = []
+    for kind in ("weight", "bias"):
+        for theirs, ours in attentions.items():
+            names.append((f"{mt}.{ours}.in_proj.{kind}", tuple(f"{hf}.{theirs}.{p}_proj.{kind}" for p in "qkv")))
+            names.append((f"{mt}.{ours}.out_proj.{kind}", (f"{hf}.{theirs}.out_proj.{kind}",)))
+        for theirs, ours in {**norms, "final_layer_norm": "ffn_block"}.items():
+            names.append((f"{mt}.{ours}.norm.{kind}", (f"{hf}.{theirs}.{kind}",)))
+        for theirs, ours in (("fc1", "w1"), ("fc2", "w2")):
+            names.append((f"{mt}.ffn.{ours}.{kind}", (f"{hf}.{theirs}.{kind}",)))
+    return names
+
+
 def mt_state(weights: dict[str, torch.Tensor], order: list[int], cfg: ModelConfig) -> dict[str, torch.Tensor]:
     """mt's Transformer state from a MarianMTModel state dict: the q, k and v projections of each attention
     stacked into its `in_proj`, the vocabulary's rows in mt's order."""
@@ -135,29 +172,23 @@ def mt_state(weights: dict[str, torch.Tensor], order: list[int], cfg: ModelConfi
     rows = torch.tensor(order)
     state = {"src_embed.tokens.weight": embedding[rows], "tgt_embed.tokens.weight": embedding[rows],
              "output_bias": w["final_logits_bias"].reshape(-1)[rows]}
-    for i in range(cfg.encoder_layers):
-        state.update(_layer(w, f"encoder.layers.{i}", f"encoder_layers.{i}",
-                            {"self_attn": "self_attn"}, {"self_attn_layer_norm": "attn_block"}))
-    for i in range(cfg.decoder_layers):
-        state.update(_layer(w, f"decoder.layers.{i}", f"decoder_layers.{i}",
-                            {"self_attn": "self_attn", "encoder_attn": "cross_attn"},
-                            {"self_attn_layer_norm": "self_block", "encoder_attn_layer_norm": "cross_block"}))
+    for ours, theirs in layer_names(cfg):
+        state[ours] = torch.cat([w[name] for name in theirs])
     return state
 
 
-def _layer(w: dict, hf: str, mt: str, attentions: dict[str, str], norms: dict[str, str]) -> dict:
-    state = {}
-    for theirs, ours in attentions.items():
-        for kind in ("weight", "bias"):
-            state[f"{mt}.{ours}.in_proj.{kind}"] = torch.cat([w[f"{hf}.{theirs}.{p}_proj.{kind}"] for p in "qkv"])
-            state[f"{mt}.{ours}.out_proj.{kind}"] = w[f"{hf}.{theirs}.out_proj.{kind}"]
-    for theirs, ours in {**norms, "final_layer_norm": "ffn_block"}.items():
-        for kind in ("weight", "bias"):
-            state[f"{mt}.{ours}.norm.{kind}"] = w[f"{hf}.{theirs}.{kind}"]
-    for theirs, ours in (("fc1", "w1"), ("fc2", "w2")):
-        for kind in ("weight", "bias"):
-            state[f"{mt}.ffn.{ours}.{kind}"] = w[f"{hf}.{theirs}.{kind}"]
-    return state
+def positions_layout(weights: dict[str, torch.Tensor], hf: dict, source: Path) -> str:
+    """model.positions of the table the weights store (`mt export --format huggingface` writes it), else
+    concatenated: the table MarianMTModel makes when the weights hold none (OPUS-MT's)."""
+    table = weights.get("model.encoder.embed_positions.weight")
+    if table is None:
+        return "concatenated"
+    for layout in ("concatenated", "interleaved"):
+        if torch.allclose(table.float(), sinusoidal_positions(hf["max_position_embeddings"], hf["d_model"], layout),
+                          atol=1e-5):
+            return layout
+    raise MtError(f"{source}: model.encoder.embed_positions.weight is neither sinusoidal table mt has "
+                  "(model.positions: interleaved, concatenated)")
 
 
 def load_weights(directory: Path) -> dict[str, torch.Tensor]:

@@ -351,9 +351,9 @@ ALONE = r'''
 import json, sys, time
 from mt.tuning import tune_process
 tune_process(["translate"])  # what `mt translate` sets before torch is imported
-from mt.decode import translate_lines
+from mt.lines import translate_lines
 from mt.segments import split_text
-from mt.translators import load_translator
+from mt.loading import load_translator
 model, device, path = sys.argv[1:4]
 tr = load_translator(model, device)
 lines = open(path, encoding="utf-8").read().splitlines()
@@ -379,10 +379,10 @@ IN_FLIGHT = r'''
 import itertools, json, sys, threading, time
 from mt.tuning import tune_process
 tune_process(["serve"])  # what `mt serve` sets before torch is imported
-from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
+from mt.lines import LineText, encode_lines, search_options, sentence_requests, translations
 from mt.segments import split_text
-from mt.serving import DecodeThread
-from mt.translators import load_translator
+from mt.decode_thread import DecodeThread
+from mt.loading import load_translator
 model, device, path, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 lines = open(path, encoding="utf-8").read().splitlines()
 decoder = DecodeThread()

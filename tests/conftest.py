@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mt.config import DecodeConfig, ModelConfig
-from mt.decode import LineIds
+from mt.lines import LineIds
 from mt.decoding import SentenceRequest, max_output_lengths
 from mt.model import Transformer, build_model
 from mt.symbols import EOS

@@ -7,7 +7,7 @@ import torch
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
 from mt.constraints import _after, _allocate, _Progress
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.symbols import EOS
 from tests.conftest import lines_of, one_error_line, random_model, random_sources, run_mt
 

@@ -6,7 +6,7 @@ import torch
 
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.symbols import EOS
 from tests.conftest import lines_of, random_model, random_sources, requests_of, run_mt
 

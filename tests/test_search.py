@@ -5,7 +5,7 @@ from mt.backend import ModelBackend
 from mt.batching import token_batches
 from mt.cache import DecoderCache
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import CAUSAL, padding_mask, target_mask
 from mt.quantize import quantize_int8

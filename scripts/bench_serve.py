@@ -379,7 +379,7 @@ IN_FLIGHT = r'''
 import itertools, json, sys, threading, time
 from mt.tuning import tune_process
 tune_process(["serve"])  # what `mt serve` sets before torch is imported
-from mt.lines import LineText, encode_lines, search_options, sentence_requests, translations
+from mt.lines import LineBatch, LineText, encode_lines, translations
 from mt.segments import split_text
 from mt.decode_thread import DecodeThread
 from mt.loading import load_translator
@@ -387,15 +387,14 @@ model, device, path, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.
 lines = open(path, encoding="utf-8").read().splitlines()
 decoder = DecodeThread()
 tr = decoder.call(lambda: load_translator(model, device))
-worker = decoder.add_worker(tr, 10 ** 9)
-opts = search_options(tr.cfg.decode, 1)
+worker = decoder.add_worker(tr.backend, 10 ** 9)
 taken = itertools.count()  # the next dev line, shared by the client threads
 
 def translate(line):  # what the server does with a one-line request, without HTTP
     sentences = [LineText(p.text.strip(), i) for i, p in enumerate(split_text(line)) if p.translate]
     encoded = encode_lines(tr, sentences)
-    requests = sentence_requests(encoded, opts, 1, tr.backend.max_positions)
-    hyps = worker.submit([r for r in requests if r is not None]).done.result()
+    batch = LineBatch(encoded, tr.cfg.decode, 1, tr.backend.max_positions)
+    hyps = batch.hypotheses(worker.submit(batch.todo).done.result())
     return translations(tr, [s.source for s in encoded], hyps, False)
 
 def client(deadline, done):

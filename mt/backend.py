@@ -27,7 +27,8 @@ from mt.model import Transformer, build_model
 from mt.quantize import quantize_int8
 from mt.runtime import pick_device
 from mt.scheduler import Policy, Scheduler, Waiting
-from mt.search import BeamSearch, GreedySearch, Row, Sampler
+from mt.sampler import Sampler
+from mt.search import BeamSearch, GreedySearch, Row
 from mt.tokenizer import Tokenizer
 
 

@@ -16,7 +16,7 @@ LAYERS = [
     ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
     ["decoding"],
-    ["alignment", "search", "constraints", "scheduler", "backend", "ct2_backend"],
+    ["alignment", "sampler", "search", "constraints", "scheduler", "backend", "ct2_backend"],
     ["lines", "loading"],
     ["evaluation", "decode_thread", "serve_metrics"],
     ["train", "translate", "export", "marian", "bench", "info", "plot", "plot_data", "served_models"],

@@ -65,6 +65,18 @@ def random_sources(n: int, vocab: int, shortest: int = 1, longest: int = 14, see
     return [torch.randint(EOS + 1, vocab, (k,), generator=generator).tolist() for k in lengths]
 
 
+@pytest.fixture(scope="module")
+def model(request) -> Transformer:
+    """The random model of a test module's VOCAB (`random_model`), shared by the module's search tests."""
+    return random_model(request.module.VOCAB)
+
+
+@pytest.fixture(scope="module")
+def sources(request) -> list[list[int]]:
+    """A test module's random sentences over its VOCAB: `random_sources(**SOURCES, vocab=VOCAB)`."""
+    return random_sources(vocab=request.module.VOCAB, **request.module.SOURCES)
+
+
 def lines_of(sources: list[list[int]], first_line: int = 0, prefixes: list[list[int]] | None = None,
              terms: list[list[list[int]]] | None = None) -> list[LineIds]:
     """Encoded input lines for `translate_ids`: line numbers from `first_line`, each with its prefix and terms."""

@@ -41,8 +41,8 @@ class ResumePart(NamedTuple):
     scaler: dict  # the GradScaler's state_dict
     rng: dict  # {"torch": CPU generator state, "cuda": one state per GPU, where CUDA is available}
     data_state: dict  # the batch schedule's position after the last batch trained on: {"epoch", "position"}
-    best_bleu: float  # the best dev score of train.best_metric so far (BLEU, chrF, or minus the dev loss; the
-    # key keeps its first name), -1 or -inf before the first evaluation
+    best_score: float  # the best dev score of train.best_metric so far (BLEU, chrF, or minus the dev loss), -1 or
+    # -inf before the first evaluation; read from `best_bleu` in checkpoints written before it had this name
     bad_steps: int  # consecutive non-finite losses
     skipped_updates: int  # updates skipped for a non-finite loss since the run began
     best_step: int = -1  # the step of that best score (absent before early stopping: -1)
@@ -73,6 +73,8 @@ def read_resume_part(ckpt: dict, path: str | Path) -> ResumePart:
     if ckpt.get("separate_qkv"):
         raise CheckpointError(f"{path}: saved by an older mt (separate Q, K, V projections); it still translates "
                               "and averages, but its optimizer state cannot resume: pass --restart to start over")
+    if "best_bleu" in ckpt and "best_score" not in ckpt:  # written before the key had its present name
+        ckpt = {**ckpt, "best_score": ckpt["best_bleu"]}
     missing = [key for key in RESUME_KEYS if key not in ckpt and key not in ResumePart._field_defaults]
     if missing:
         raise CheckpointError(f"{path}: holds no {', '.join(missing)} (an averaged checkpoint?); it translates but "

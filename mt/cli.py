@@ -178,7 +178,7 @@ def translate(
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
-    from mt.translators import load_translator
+    from mt.loading import load_translator
     from mt.translate import OUTPUT_FORMATS, LineFormat, check_input, check_output, translate_file
 
     _check_device(device)
@@ -190,14 +190,8 @@ def translate(
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     tr = load_translator(checkpoint, device, quantize, raw_weights)
     opts = decode.applied_to(tr.cfg.decode)
-    if prefix and constraints:
-        raise MtError("--prefix and --constraints both read the input's tab-separated fields; use one")
-    if constraints and opts.sampling:
-        raise MtError("--constraints need beam search; they do not combine with --sampling")
-    if constraints and any(p.is_dir() for p in checkpoint):
-        raise MtError("--constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
-                      "constrained search)")
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
+    fmt.check(opts)
     try:
         translate_file(tr, input, output, opts, fmt, _warn)
         _exit_without_teardown()
@@ -278,7 +272,7 @@ def evaluate(
 def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices) -> list[str]:
     from mt.files import atomic_write_text
     from mt.translate import LineFormat, run_translate
-    from mt.translators import load_translator
+    from mt.loading import load_translator
 
     tr = load_translator(checkpoint, device, raw_weights=raw_weights)
     sink = io.StringIO()
@@ -306,7 +300,7 @@ def score(
     """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
     from mt.scoring import run_score
     from mt.translate import check_input, check_output
-    from mt.translators import load_translator
+    from mt.loading import load_translator
 
     _check_device(device)
     check_input(src, "--src")
@@ -364,7 +358,8 @@ def serve(
                                                   "decodes at once, each on threads / N threads.")] = 1,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
-    from mt.server import Limits, ModelSpec, ServeSettings, load_server, serve as run
+    from mt.served_models import Limits, ModelSpec, ServeSettings, load_server
+    from mt.server import serve as run
 
     _check_device(device)
     _check_port(host, port)

@@ -109,7 +109,7 @@ class ConstrainedBeamSearch(BeamSearch):
         if self.sentences:
             raise ValueError("constrained beam search takes sentences into an idle search only")
         super().join(parts)
-        device, k = self.memory.device, self.k
+        device, k = self.live.memory.device, self.k
         self.terms = _Terms.of([[list(t) for t in r.terms] for part in parts for _, r in part], device)
         self.banks = int(self.terms.lengths.sum(1).max()) + 1
         rows = self.sentences * k
@@ -121,7 +121,7 @@ class ConstrainedBeamSearch(BeamSearch):
     def step(self):
         k, n = self.k, self.sentences
         row_terms, row_lengths = (t.repeat_interleave(k, 0) for t in (self.terms.tokens, self.terms.lengths))
-        at_limit = self.max_len <= self.step_number
+        at_limit = self.live.max_len <= self.step_number
         anyway = self._ending_anyway(at_limit)
         log_probs = self._may_end(self._log_probs(), anyway, at_limit)
         tokens, token_log_probs = _candidates(log_probs, self.progress, row_terms, k)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 import yaml
 
 from mt.config import DecodeConfig, config_from_dict
-from mt.decoding import Hypothesis, SentenceRequest, Translator, grouped, length_penalty
+from mt.decoding import DecodeHooks, Hypothesis, SentenceRequest, Translator, Work, grouped, length_penalty
 from mt.errors import MtError
 from mt.scheduler import in_static_batches
 from mt.tokenizer import Tokenizer
@@ -120,6 +122,10 @@ class Ct2Backend:
                 results[i] = hyps
         return results
 
+    def engine(self, hooks: DecodeHooks | None = None, join_every: int | None = None) -> CallingEngine:
+        """Its calling engine; `join_every` does not apply (a call decodes what it was given, to the end)."""
+        return CallingEngine(self, hooks)
+
     def _batch(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
         prefixed = [i for i, r in enumerate(requests) if r.prefix]
         if prefixed and len(prefixed) < len(requests):
@@ -211,3 +217,72 @@ class Ct2Backend:
 
 def _without_end(tokens: list[str]) -> list[str]:
     return tokens[:-1] if tokens[-1:] == [END] else tokens
+
+
+class CallingEngine:
+    """CTranslate2 decoding what arrives while others decode: it has no step-level batch to join, so the works
+    taken together decode in one call, from a caller thread of its own. CTranslate2 decodes `parallel` calls at
+    once (its inter_threads, `Ct2Backend.parallel`), so sentences arriving while one call decodes start on a free
+    thread instead of waiting; each call takes a 1/parallel share of the waiting work."""
+
+    stepping = False  # calls run on their threads: nothing to step
+
+    def __init__(self, backend: Ct2Backend, hooks: DecodeHooks | None = None):
+        self.backend, self.hooks, self.parallel = backend, hooks or DecodeHooks(), backend.parallel
+        self.calls = 0  # calls decoding now
+        self.count_lock = threading.Lock()  # `calls` goes up on the decode thread and down on the callers
+        self.callers = ThreadPoolExecutor(self.parallel, thread_name_prefix="mt-ct2")
+
+    @property
+    def idle(self) -> bool:
+        return self.calls == 0
+
+    def share(self, waiting: list[int]) -> int:
+        """None while every thread decodes; else the first works that hold a 1/parallel share of the waiting
+        tokens (at least one), the rest left for the other calls. A call decodes on threads/parallel threads:
+        one that took every waiting 20-sentence request ran on one thread while the other had none (2 cores, 32
+        such clients: 133 sentences/s; taking shares, 161)."""
+        if self.calls >= self.parallel:
+            return 0
+        share, taken = sum(waiting) / self.parallel, 0
+        for count, tokens in enumerate(waiting, 1):
+            taken += tokens
+            if taken >= share:
+                return count
+        return len(waiting)
+
+    def add(self, works: list[Work]) -> None:
+        if works:
+            with self.count_lock:
+                self.calls += 1
+            self.callers.submit(self._call, works)
+
+    def cancel(self, work: Work) -> None:
+        pass  # a call skips the works cancelled before it starts; one decoding finishes unseen
+
+    def step(self) -> None:
+        pass
+
+    def held(self) -> list[Work]:
+        return []  # a call's fault fails its own works
+
+    def close(self) -> None:
+        self.callers.shutdown()
+
+    def _call(self, works: list[Work]) -> None:
+        """On a caller thread: one search of every sentence of the works taken together."""
+        live = [work for work in works if work.requests and not work.cancelled]
+        try:
+            found = self.backend.search([r for work in live for r in work.requests]) if live else []
+            self.hooks.step(len(found))
+            at = 0
+            for work in live:
+                work.deliver(found[at:at + len(work.requests)])
+                at += len(work.requests)
+        except Exception as error:  # a fault of the model, or a request it cannot decode: those works fail
+            for work in live:
+                work.fail(error)
+        finally:
+            with self.count_lock:
+                self.calls -= 1
+            self.hooks.call_ended()

@@ -1,9 +1,11 @@
 """What decoding takes and gives, shared by every backend and search: a request per sentence, the hypotheses it
-gets, the length penalty that scores them, and the backend protocol.
+gets, the length penalty that scores them, the backend protocol and the engine a backend hands out.
 
-The front end (mt/decode.py) builds one `SentenceRequest` per input line, once: its source ids, its length
+The front end (mt/lines.py) builds one `SentenceRequest` per input line, once: its source ids, its length
 limit, its prefix and terms, how many hypotheses it wants and the search settings it wants. Backends and
-searches read requests and nothing else; a new per-sentence option is a new field here.
+searches read requests and nothing else; a new per-sentence option is a new field here. Each backend decodes
+through its `Engine` (Eole's inference engines are the model): sentences are added as `Work`, stepped (mt's own
+model) or called (CTranslate2) until idle, and delivered to their work; offline and `mt serve` drive the same one.
 """
 
 from __future__ import annotations
@@ -76,6 +78,71 @@ def max_output_lengths(src_lengths: torch.Tensor, a: float, b: int, limit: int) 
     return (src_lengths.double() * a + b).floor().long().clamp(min=1, max=limit)
 
 
+@dataclass(eq=False)
+class Work:
+    """Sentences handed to an engine together (one request of `mt serve`, or every line offline): `deliver` gets
+    their hypotheses in order, or `fail` the error that stopped them."""
+
+    requests: list[SentenceRequest]
+    cancelled: bool = False  # its sender went away: what has not started decoding is dropped
+    hypotheses: list[list[Hypothesis]] | None = None
+    error: Exception | None = None
+
+    def deliver(self, hypotheses: list[list[Hypothesis]]) -> None:
+        self.hypotheses = hypotheses
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+
+
+class DecodeHooks:
+    """What an engine and the server's queue tell whoever watches them (mt serve's metrics); by default nothing."""
+
+    def step(self, rows: int) -> None:
+        """A step decoded `rows` rows (a CTranslate2 call: its sentences)."""
+
+    def queued(self, tokens: int) -> None:
+        """`tokens` source tokens are now waiting or decoding."""
+
+    def call_ended(self) -> None:
+        """A CTranslate2 call ended: its engine can start another."""
+
+
+class Engine(Protocol):
+    """How sentences join a backend's decoding while others decode (mt/backend.py, mt/ct2_backend.py)."""
+
+    @property
+    def idle(self) -> bool:
+        """Nothing it was given is waiting or decoding."""
+        ...
+
+    @property
+    def stepping(self) -> bool:
+        """Whether `step` has work: rows to advance or sentences waiting to join them."""
+        ...
+
+    def share(self, waiting: list[int]) -> int:
+        """How many of the works waiting in a queue (their source tokens, in order) it takes now."""
+        ...
+
+    def add(self, works: list[Work]) -> None:
+        ...
+
+    def cancel(self, work: Work) -> None:
+        """Drop the sentences of `work` that have not started decoding (those decoding finish unseen)."""
+        ...
+
+    def step(self) -> None:
+        ...
+
+    def held(self) -> list[Work]:
+        """After a failed step: the works it held, forgotten."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
 class Backend(Protocol):
     max_positions: int  # target and source positions the model has (EOS included)
 
@@ -87,6 +154,11 @@ class Backend(Protocol):
     def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
         """Per (source, target) pair, the cross-attention that aligns words (mt/alignment.py): (len(target),
         len(source)), row j the step that predicted target token j."""
+        ...
+
+    def engine(self, hooks: DecodeHooks | None = None, join_every: int | None = None) -> Engine:
+        """Its engine for sentences that arrive while others decode (`search` is: add every request, decode until
+        idle); with `join_every`, they join a running batch at most every this many steps (`mt serve`)."""
         ...
 
 

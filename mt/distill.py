@@ -22,7 +22,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint
 from mt.config import Config, CorpusConfig
-from mt.decode import translate_lines
+from mt.lines import translate_lines
 from mt.distilled import claim, filter_pairs, made_by, score_translations, translate_corpus
 from mt.errors import MtError
 from mt.export import export_ctranslate2
@@ -31,7 +31,7 @@ from mt.folder_lock import folder_lock
 from mt.metrics import score_corpus
 from mt.scoring import score_pairs
 from mt.train import train
-from mt.translators import load_translator
+from mt.loading import load_translator
 
 DIRECTION_SAMPLE = 200  # training pairs scored both ways to tell the teachers' direction
 EXPORT = "student-ct2-int8"

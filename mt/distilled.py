@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from mt.config import Config
-from mt.decode import translate_lines
+from mt.lines import translate_lines
 from mt.decoding import Translator
 from mt.errors import MtError
 from mt.files import atomic_write, atomic_write_text

@@ -15,3 +15,11 @@ class DataError(MtError):
 
 class CheckpointError(MtError):
     pass
+
+
+class HttpError(MtError):
+    """A request `mt serve` refuses: its HTTP status, one line, and headers (Retry-After)."""
+
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}

@@ -17,7 +17,7 @@ from mt.backend import ModelBackend
 from mt.decoding import Translator
 from mt.batching import collate, token_batches
 from mt.corpus import Corpus
-from mt.decode import translate_lines
+from mt.lines import translate_lines
 from mt.metrics import bleu_score, score_corpus
 from mt.model import Transformer
 from mt.recipe import label_smoothed_loss

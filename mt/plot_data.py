@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from mt.decoding import Translator
-from mt.decode import LineIds, translate_ids
+from mt.lines import LineIds, translate_ids
 from mt.errors import MtError
 from mt.masks import padding_mask, subsequent_mask, target_mask
 from mt.model import kept_attention_weights, sinusoidal_positions

@@ -8,23 +8,23 @@ sentences join when is the scheduler's decision (mt/scheduler.py); what a senten
 (mt/cache.py) through `begin_step`, `advance`, `keep` and `join`.
 
 Scores are sums of token log-probabilities (EOS included) divided by the GNMT length penalty (mt/decoding.py).
-Every live tensor is row-aligned: when sentences end, their rows are dropped from all of them at once
-(`compacted` then `kept`), so a search's memory is that of the sentences it decodes now.
+Every live tensor is row-aligned; what both searches keep per sentence (ids, length limits, positions, memory,
+source mask) is one `Sentences`. When sentences end, their rows are dropped from all of them at once (`compacted`
+then `kept`), so a search's memory is that of the sentences it decodes now. Sampling's draw is mt/sampler.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from mt.batching import source_batch
-from mt.cache import DecoderCache, kept, kept_rows
-from mt.config import DecodeConfig
+from mt.cache import DecoderCache, KeptRows, kept, kept_rows
 from mt.decoding import Hypothesis, SentenceRequest, length_penalty
 from mt.masks import target_mask
+from mt.sampler import Sampler
 from mt.symbols import BOS, EOS
 
 
@@ -131,66 +131,50 @@ def first_eos(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens == EOS).byte().argmax(-1)  # argmax returns the first of equal maxima
 
 
-class Sampler:
-    """Draws each row's next token from the model's distribution, reshaped by temperature, top-k and top-p (the
-    nucleus, Holtzman et al., 2020), by inverse transform: one uniform number per row and step.
-
-    Every row has a random stream of its own, seeded from (seed, line number, sample number), so what a line
-    draws depends on those alone, not on the lines that share its batch or on the batch size.
-    """
-
-    def __init__(self, opts: DecodeConfig):
-        self.temperature, self.topk, self.topp, self.seed = opts.temperature, opts.topk, opts.topp, opts.seed
-        self.streams: dict[int, torch.Generator] = {}
-
-    def add(self, row: int, line: int, sample: int) -> None:
-        self.streams[row] = torch.Generator().manual_seed(_row_seed(self.seed, line, sample))
-
-    def drop(self, rows: list[int]) -> None:
-        for row in rows:
-            del self.streams[row]
-
-    def draw(self, log_probs: torch.Tensor, rows: list[int]) -> torch.Tensor:
-        """(N, V) next-token log-probs of the rows `rows` (their ids) -> (N,) drawn tokens."""
-        logits = log_probs / self.temperature
-        if 0 < self.topk < logits.size(-1):
-            kth = logits.topk(self.topk, dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs, order = logits.softmax(-1), None
-        if self.topp < 1.0:  # keep the most probable tokens until they hold topp (the first always stays)
-            probs, order = probs.sort(dim=-1, descending=True, stable=True)
-            probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.topp, 0.0)
-        cdf = probs.cumsum(-1)  # in token order, or in order of probability for top-p (no sort otherwise)
-        uniform = torch.tensor([torch.rand((), generator=self.streams[r]).item() for r in rows], dtype=cdf.dtype)
-        pick = (cdf < uniform.to(cdf.device)[:, None] * cdf[:, -1:]).sum(-1).clamp(max=cdf.size(-1) - 1)
-        return pick if order is None else order.gather(1, pick[:, None]).squeeze(1)
-
-
-def _row_seed(seed: int, line: int, sample: int) -> int:
-    """A 64-bit seed mixed from three numbers (numpy's SeedSequence: nearby inputs give unrelated streams)."""
-    return int(np.random.SeedSequence([seed, line, sample]).generate_state(1, np.uint64)[0])
-
-
 # ---------------------------------------------------------------- what sentences bring when they join
 
 
 @dataclass
-class Encoded:
-    """Sentences that join a search: their memory (B, S, D) and source mask (B, 1, 1, S), S their widest
-    source; each part of a join is encoded at its own width."""
+class Sentences:
+    """The row bookkeeping both searches share: per live sentence, row-aligned, the id it joined with, its length
+    limit, the steps it has taken, its encoder memory (B, S, D) and source mask (B, 1, 1, S), S the widest live
+    source. Sentences that join are `merged` after the live ones; when some end, the others are `kept`."""
 
+    ids: torch.Tensor  # (B,)
+    max_len: torch.Tensor  # (B,) most target tokens before EOS
+    position: torch.Tensor  # (B,) steps taken, i.e. the target position of the next token
     memory: torch.Tensor
     src_mask: torch.Tensor
 
     @classmethod
-    def parts(cls, model, parts: list[list[tuple[int, ...]]], device) -> Encoded:
-        """Each part's sources encoded as one batch as wide as it needs, then stacked (padded: masked)."""
+    def joining(cls, model, parts: list[list[tuple[int, SentenceRequest]]], device) -> Sentences:
+        """Sentences (id, request) in parts, each part's sources encoded as one batch as wide as it needs, then
+        stacked (padded: masked)."""
         masks, memories = [], []
-        for sources in parts:
-            src, src_mask = source_batch([list(s) for s in sources], device)
+        for part in parts:
+            src, src_mask = source_batch([list(r.source) for _, r in part], device)
             masks.append(src_mask)
             memories.append(model.encode(src, src_mask))
-        return cls(stacked(memories), stacked(masks))
+        requests = [pair for part in parts for pair in part]
+        ids = torch.tensor([i for i, _ in requests], device=device)
+        max_len = torch.tensor([r.max_len for _, r in requests], device=device)
+        return cls(ids, max_len, torch.zeros_like(ids), stacked(memories), stacked(masks))
+
+    @property
+    def width(self) -> int:
+        """Source positions of the memory (every sentence counted as wide as the widest)."""
+        return self.memory.size(1)
+
+    def merged(self, other: Sentences) -> Sentences:
+        return Sentences(torch.cat([self.ids, other.ids]), torch.cat([self.max_len, other.max_len]),
+                         torch.cat([self.position, other.position]), stacked([self.memory, other.memory]),
+                         stacked([self.src_mask, other.src_mask]))
+
+    def kept(self, keep: KeptRows) -> Sentences:
+        """The sentences `keep` names (memory and mask in place on a CPU: mt/cache.py `kept_rows`)."""
+        index = keep.rows
+        return Sentences(self.ids[index], self.max_len[index], self.position[index], kept_rows(self.memory, keep),
+                         kept_rows(self.src_mask, keep))
 
 
 def stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -236,20 +220,25 @@ class GreedySearch:
 
     Rows join between steps (`join`, each part of sources encoded as wide as it needs) and leave as they end;
     each step reads one number from the device, how many rows go on, and where some ended, which. Without the
-    cache (the reference it is tested against) rows join an empty search only."""
+    cache (the reference it is tested against) rows join an empty search only. A row is a sentence (one sample
+    of it when sampling): its `Sentences` entry is the row's."""
 
     def __init__(self, model, use_cache: bool = True, sampler: Sampler | None = None):
         self.model, self.use_cache, self.sampler = model, use_cache, sampler
-        self.ids = self.requests = None  # per live row: its id (N,) on the device, and {id: Row}
-        self.tokens = self.log_prob = self.max_len = self.prefix = self.position = self.last = None
-        self.memory = self.mask = self.cache = None
+        self.live: Sentences | None = None  # ids, length limits, positions, memory and source mask per live row
+        self.requests: dict[int, Row] = {}  # id -> the live row
+        self.tokens: torch.Tensor | None = None  # (N, steps) tokens so far, EOS after them
+        self.log_prob: torch.Tensor | None = None  # (N,) sum of the tokens' log-probs
+        self.prefix: torch.Tensor | None = None  # (N, P) target prefixes, -1 after each; None: no row has one
+        self.last: torch.Tensor | None = None  # (N, 1) each row's last token
+        self.cache: DecoderCache | None = None
         self.rows = self.since_start = 0
         self.capacity = 0  # positions a fresh batch's cache preallocates at least (the scheduler knows its longest)
 
     @property
     def width(self) -> int:
         """Source positions of the live rows' memory (every row counted as wide as the widest)."""
-        return 0 if self.rows == 0 else self.memory.size(1)
+        return 0 if self.rows == 0 else self.live.width
 
     @torch.no_grad()
     def join(self, parts: list[list[tuple[int, Row]]]) -> None:
@@ -258,32 +247,26 @@ class GreedySearch:
         if self.rows and not self.use_cache:
             raise ValueError("without the cache, rows join an empty search only")
         device = self.model_device
-        encoded = Encoded.parts(self.model, [[r.request.source for _, r in part] for part in parts], device)
-        ids = torch.tensor([i for i, _ in rows], device=device)
+        new = Sentences.joining(self.model, [[(i, r.request) for i, r in part] for part in parts], device)
         steps = max(r.request.max_len for _, r in rows) + 1
         tokens = torch.full((len(rows), steps), EOS, dtype=torch.long, device=device)
-        max_len = torch.tensor([r.request.max_len for _, r in rows], device=device)
         prefix = _prefix_rows([r.request for _, r in rows], device)
         first = torch.full((len(rows), 1), BOS, dtype=torch.long, device=device)
         if self.sampler is not None:
             for i, r in rows:
                 self.sampler.add(i, r.request.line, r.sample)
+        self.requests.update(rows)
         if self.rows == 0:  # a fresh batch
-            self.requests = dict(rows)
-            self.ids, self.tokens, self.max_len, self.prefix, self.last = ids, tokens, max_len, prefix, first
-            self.log_prob, self.position, self.since_start = torch.zeros(len(rows), device=device), \
-                torch.zeros_like(ids), 0
-            self.memory, self.mask = encoded.memory, encoded.src_mask
+            self.live, self.tokens, self.prefix, self.last = new, tokens, prefix, first
+            self.log_prob, self.since_start = torch.zeros(len(rows), device=device), 0
             capacity = max(steps, self.capacity)
             self.cache = DecoderCache(len(self.model.decoder_layers), capacity) if self.use_cache else None
         else:  # rows join those still decoding
-            self.requests.update(rows)
             self.prefix = _joined_prefixes(self.prefix, self.rows, prefix, len(rows))
-            self.ids, self.max_len = torch.cat([self.ids, ids]), torch.cat([self.max_len, max_len])
+            self.live = self.live.merged(new)
             self.tokens = torch.cat([_widened_tokens(self.tokens, steps), _widened_tokens(tokens, self.tokens.size(1))])
             self.log_prob = torch.cat([self.log_prob, torch.zeros(len(rows), device=device)])
-            self.position, self.last = torch.cat([self.position, torch.zeros_like(ids)]), torch.cat([self.last, first])
-            self.memory, self.mask = stacked([self.memory, encoded.memory]), stacked([self.mask, encoded.src_mask])
+            self.last = torch.cat([self.last, first])
             self.cache.join(len(rows), device)
         self.rows += len(rows)
 
@@ -294,33 +277,34 @@ class GreedySearch:
     @torch.no_grad()
     def step(self) -> Ended:
         """One token for every live row; the rows that ended, with their hypotheses."""
+        live = self.live
         if self.use_cache:
             tgt_in = self.last
         else:
             tgt_in = torch.cat([torch.full_like(self.last, BOS), self.tokens[:, :self.since_start]], dim=1)
-        log_probs = next_token_logits(self.model, self.memory, self.mask, tgt_in, self.cache).float().log_softmax(-1)
-        force_eos = self.max_len <= self.position
-        log_probs = only_forced(log_probs, forced_tokens(self.prefix, self.position))
+        logits = next_token_logits(self.model, live.memory, live.src_mask, tgt_in, self.cache)
+        log_probs = logits.float().log_softmax(-1)
+        force_eos = live.max_len <= live.position
+        log_probs = only_forced(log_probs, forced_tokens(self.prefix, live.position))
         if self.sampler is None:
             best_log_prob, best = (t.squeeze(1) for t in top_tokens(log_probs, force_eos, 1))
         else:
-            best = self.sampler.draw(log_probs, self.ids.tolist()).masked_fill(force_eos, EOS)
+            best = self.sampler.draw(log_probs, live.ids.tolist()).masked_fill(force_eos, EOS)
             best_log_prob = log_probs.gather(1, best[:, None]).squeeze(1)  # the model's own, temperature 1
         if self.cache is not None:
             self.cache.advance()
         self.log_prob += best_log_prob
-        self.tokens[torch.arange(self.rows, device=best.device), self.position] = best
-        self.position, self.since_start = self.position + 1, self.since_start + 1
+        self.tokens[torch.arange(self.rows, device=best.device), live.position] = best
+        live.position, self.since_start = live.position + 1, self.since_start + 1
         going = best != EOS
         n_going = int(going.sum())  # the step's one read from the device
         ended = self._ended(~going) if n_going < self.rows else []
         if 0 < n_going < self.rows:
             keep = kept(compacted(going, n_going))  # the moved rows found once for every buffer
             index = keep.rows
-            self.ids, best, self.position = self.ids[index], best[index], self.position[index]
-            self.tokens, self.log_prob, self.max_len = self.tokens[index], self.log_prob[index], self.max_len[index]
+            best, self.tokens, self.log_prob = best[index], self.tokens[index], self.log_prob[index]
             self.prefix = None if self.prefix is None else self.prefix[index]
-            self.memory, self.mask = kept_rows(self.memory, keep), kept_rows(self.mask, keep)
+            self.live = live.kept(keep)
             if self.cache is not None:
                 self.cache.keep(keep)
         self.rows = n_going
@@ -329,7 +313,7 @@ class GreedySearch:
 
     def _ended(self, ends: torch.Tensor) -> Ended:
         """The rows in `ends` (N,) as hypotheses, by id."""
-        ids, tokens, log_prob = self.ids[ends].tolist(), self.tokens[ends], self.log_prob[ends].tolist()
+        ids, tokens, log_prob = self.live.ids[ends].tolist(), self.tokens[ends], self.log_prob[ends].tolist()
         lengths = first_eos(tokens).tolist()
         if self.sampler is not None:
             self.sampler.drop(ids)
@@ -411,6 +395,13 @@ class BeamSearch:
     def __init__(self, model, k: int, nbest: int, alpha: float, use_cache: bool = True):
         self.model, self.k, self.nbest, self.alpha, self.use_cache = model, k, nbest, alpha, use_cache
         self.sentences = 0
+        self.live: Sentences | None = None  # ids, length limits, positions, memory and source mask per sentence
+        self.tokens: torch.Tensor | None = None  # (N*K, steps) each beam's tokens so far, EOS after them
+        self.score: torch.Tensor | None = None  # (N*K,) each beam's sum of log-probs
+        self.last: torch.Tensor | None = None  # (N*K, 1) each beam's last token
+        self.prefix: torch.Tensor | None = None  # (N*K, P) target prefixes, -1 after each; None: no beam has one
+        self.finished: Finished | None = None  # the best finished hypotheses of each sentence
+        self.cache: DecoderCache | None = None
         self.step_number = 0  # steps since the search started
         self.staggered = False  # whether sentences joined after the first step (then `position` differs)
 
@@ -420,7 +411,7 @@ class BeamSearch:
 
     @property
     def width(self) -> int:
-        return 0 if self.sentences == 0 else self.memory.size(1)
+        return 0 if self.sentences == 0 else self.live.width
 
     @torch.no_grad()
     def join(self, parts: list[list[tuple[int, SentenceRequest]]]) -> None:
@@ -430,58 +421,45 @@ class BeamSearch:
         if self.sentences and (not self.use_cache or self.cache is None):
             raise ValueError("without the cache, sentences join an empty search only")
         device = next(self.model.parameters()).device
-        encoded = Encoded.parts(self.model, [[r.source for _, r in part] for part in parts], device)
+        new = Sentences.joining(self.model, parts, device)
         n, k = len(requests), self.k
         steps = max(r.max_len for _, r in requests) + 1
         start_score = torch.full((n, k), float("-inf"), device=device)
         start_score[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
-        new = dict(ids=torch.tensor([i for i, _ in requests], device=device),
-                   max_len=torch.tensor([r.max_len for _, r in requests], device=device),
-                   tokens=torch.full((n * k, steps), EOS, dtype=torch.long, device=device),
-                   score=start_score.view(-1), position=torch.zeros(n, dtype=torch.long, device=device),
-                   last=torch.full((n * k, 1), BOS, dtype=torch.long, device=device),
-                   prefix=_beam_rows(_prefix_rows([r for _, r in requests], device), k),
-                   finished=Finished.empty(n, max(k, self.nbest), steps, device))
+        tokens = torch.full((n * k, steps), EOS, dtype=torch.long, device=device)
+        last = torch.full((n * k, 1), BOS, dtype=torch.long, device=device)
+        prefix = _beam_rows(_prefix_rows([r for _, r in requests], device), k)
+        finished = Finished.empty(n, max(k, self.nbest), steps, device)
         if self.sentences == 0:
-            self._start(new, encoded, steps)
+            self.live, self.tokens, self.score, self.last, self.prefix = new, tokens, start_score.view(-1), last, prefix
+            self.finished, self.step_number, self.staggered = finished, 0, False
+            self.cache = DecoderCache(len(self.model.decoder_layers), steps, group=k) if self.use_cache else None
         else:
-            self._join(new, encoded, n)
+            self.staggered = self.staggered or self.step_number > 0
+            self.prefix = _joined_prefixes(self.prefix, self.sentences * k, prefix, n * k)
+            self.tokens = torch.cat([_widened_tokens(self.tokens, steps), _widened_tokens(tokens, self.tokens.size(1))])
+            self.score, self.last = torch.cat([self.score, start_score.view(-1)]), torch.cat([self.last, last])
+            self.finished = self.finished.joined(finished)
+            self.live = self.live.merged(new)
+            self.cache.join(n, device)
         self.sentences += n
-
-    def _start(self, new: dict, encoded: Encoded, steps: int) -> None:
-        for name, value in new.items():
-            setattr(self, name, value)
-        self.memory, self.src_mask = encoded.memory, encoded.src_mask
-        self.cache = DecoderCache(len(self.model.decoder_layers), steps, group=self.k) if self.use_cache else None
-        self.step_number, self.staggered = 0, False
-
-    def _join(self, new: dict, encoded: Encoded, n: int) -> None:
-        device, k = self.memory.device, self.k
-        self.staggered = self.staggered or self.step_number > 0
-        self.prefix = _joined_prefixes(self.prefix, self.sentences * k, new["prefix"], n * k)
-        rows = self.tokens.size(1), new["tokens"].size(1)
-        self.tokens = torch.cat([_widened_tokens(self.tokens, rows[1]), _widened_tokens(new["tokens"], rows[0])])
-        for name in ("ids", "max_len", "score", "position", "last"):
-            setattr(self, name, torch.cat([getattr(self, name), new[name]]))
-        self.finished = self.finished.joined(new["finished"])
-        self.memory, self.src_mask = stacked([self.memory, encoded.memory]), stacked([self.src_mask, encoded.src_mask])
-        self.cache.join(n, device)
 
     @property
     def _position(self) -> int | torch.Tensor:
         """Each sentence's step: one number while all are at the same step."""
-        return self.position if self.staggered else self.step_number
+        return self.live.position if self.staggered else self.step_number
 
     def _row_position(self) -> int | torch.Tensor:
-        return self.position.repeat_interleave(self.k) if self.staggered else self.step_number
+        return self.live.position.repeat_interleave(self.k) if self.staggered else self.step_number
 
     def _penalty(self) -> float | torch.Tensor:
         """The length penalty of a hypothesis ending now: one number, or (N, 1) per sentence (the same floats)."""
         if not self.staggered:
             return length_penalty(self.step_number + 1, self.alpha)
-        table = torch.tensor([length_penalty(t + 1, self.alpha) for t in range(int(self.position.max()) + 1)],
-                             dtype=torch.float64, device=self.position.device)
-        return table[self.position][:, None]
+        position = self.live.position
+        table = torch.tensor([length_penalty(t + 1, self.alpha) for t in range(int(position.max()) + 1)],
+                             dtype=torch.float64, device=position.device)
+        return table[position][:, None]
 
     def _decoder_input(self) -> torch.Tensor:
         """Each row's last token (N*K, 1) with the cache; BOS + its tokens so far without it."""
@@ -491,14 +469,14 @@ class BeamSearch:
         return torch.cat([bos, self.tokens[:, :self.step_number]], dim=1)
 
     def _log_probs(self) -> torch.Tensor:
-        return next_token_logits(self.model, self.memory, self.src_mask, self._decoder_input(),
+        return next_token_logits(self.model, self.live.memory, self.live.src_mask, self._decoder_input(),
                                  self.cache).float().log_softmax(-1)
 
     @torch.no_grad()
     def step(self) -> Ended:
         """One token for every live beam; the sentences that ended, with their hypotheses."""
         k = self.k
-        at_limit = self.max_len <= self._position
+        at_limit = self.live.max_len <= self._position
         log_probs = only_forced(self._log_probs(), forced_tokens(self.prefix, self._row_position()))
         top_log_probs, top = top_tokens(log_probs, at_limit.repeat_interleave(k), 2 * k)
         candidates = self._expand(top_log_probs, top)
@@ -560,24 +538,23 @@ class BeamSearch:
         self.tokens = self.tokens[rows.view(-1)]
         if self.staggered:
             self.tokens[torch.arange(self.tokens.size(0), device=token.device),
-                        self.position.repeat_interleave(k)] = token.view(-1)
+                        self.live.position.repeat_interleave(k)] = token.view(-1)
         else:
             self.tokens[:, self.step_number] = token.view(-1)
         self.score, self.last = score.reshape(-1), token.reshape(-1, 1)
-        self.position = self.position + 1
+        self.live.position = self.live.position + 1
         self.step_number += 1
         self.sentences = n_going
         return ended
 
     def _keep_sentences(self, keep) -> None:
         index = keep.rows
-        self.ids, self.max_len, self.position = self.ids[index], self.max_len[index], self.position[index]
+        self.live = self.live.kept(keep)
         self.prefix = None if self.prefix is None else self.prefix[
             (index[:, None] * self.k + torch.arange(self.k, device=index.device)).view(-1)]
         self.finished = self.finished.rows(index)
-        self.memory, self.src_mask = kept_rows(self.memory, keep), self.src_mask[index]
         if self.cache is not None:
             self.cache.keep(keep)
 
     def _ended(self, done: torch.Tensor) -> Ended:
-        return list(zip(self.ids[done].tolist(), self.finished.rows(done).hypotheses(self.nbest)))
+        return list(zip(self.live.ids[done].tolist(), self.finished.rows(done).hypotheses(self.nbest)))

@@ -1,7 +1,7 @@
 """`mt serve`: an HTTP server that speaks LibreTranslate's API (so its clients work unchanged), with a per-request
 glossary, a native endpoint with every `mt translate` option, Prometheus metrics and a web page.
 
-Every sentence of every request goes to its model's worker (mt/serving.py), which decodes it in one running
+Every sentence of every request goes to its model's worker (mt/decode_thread.py), which decodes it in one running
 batch with the sentences of all other requests. Errors are `{"error": "..."}` with LibreTranslate's status
 codes: 400 bad input, 403 a missing or unknown API key, 429 over a key's requests per minute, 503 a full queue
 (with Retry-After), 500 a fault of the server (logged, never a traceback in a response).
@@ -17,12 +17,9 @@ import re
 import signal
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -30,13 +27,12 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from mt.config import decode_with
-from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
-from mt.decoding import Hypothesis, Translator
-from mt.errors import MtError
+from mt.decode_thread import DecodeWorker, Overloaded
+from mt.errors import HttpError, MtError
+from mt.lines import LineBatch, LineText, encode_lines, translations
 from mt.segments import joined, split_html, split_text
-from mt.serving import DecodeThread, DecodeWorker, Overloaded, StepStats
+from mt.served_models import ServedModel, Server, ServeSettings
 from mt.translate import LineFormat, line_text
-from mt.translators import load_translator
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -46,104 +42,6 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "zh": "Chinese"}
 NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
                   "temperature", "seed")
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
-
-
-@dataclass
-class ServedModel:
-    source: str
-    target: str
-    translator: Translator
-    worker: DecodeWorker
-
-
-@dataclass
-class Limits:
-    max_chars: int = 20_000  # characters of `q` per request
-    max_sentences: int = 500  # sentences (or lines of the native endpoint) per request
-    max_queued_tokens: int = 100_000  # source tokens waiting or decoding, over all requests of a model
-
-
-@dataclass
-class ApiKeys:
-    """Keys and their requests per minute (0: no limit), from a file of `KEY [REQUESTS_PER_MINUTE]` lines."""
-
-    per_minute: dict[str, int]
-    recent: dict[str, deque] = field(default_factory=dict)
-
-    @classmethod
-    def read(cls, path: str | Path) -> ApiKeys:
-        keys = {}
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise MtError(f"--api-keys {path}: cannot read it ({e})") from None
-        for number, line in enumerate(lines, start=1):
-            fields = line.split("#", 1)[0].split()
-            if not fields:
-                continue
-            if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
-                raise MtError(f"--api-keys {path}:{number}: expected KEY [REQUESTS_PER_MINUTE]")
-            keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
-        return cls(keys)
-
-    def check(self, key: str | None) -> None:
-        if key not in self.per_minute:
-            raise HttpError(403, "Invalid API key")
-        limit, now = self.per_minute[key], time.monotonic()
-        recent = self.recent.setdefault(key, deque())
-        while recent and now - recent[0] > 60:
-            recent.popleft()
-        if limit and len(recent) >= limit:
-            raise HttpError(429, f"Slowdown: {limit} per 1 minute")
-        recent.append(now)
-
-
-class Metrics(StepStats):
-    def __init__(self):
-        self.registry = CollectorRegistry()
-        self.requests = Counter("mt_requests", "HTTP requests", ["endpoint", "status"], registry=self.registry)
-        self.latency = Histogram("mt_request_seconds", "Request latency", ["endpoint"], registry=self.registry,
-                                 buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
-        self.queue = Gauge("mt_queued_source_tokens", "Source tokens waiting or decoding", registry=self.registry)
-        self.rows = Histogram("mt_decode_step_rows", "Rows per decoding step", registry=self.registry,
-                              buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-        self.sentences = Counter("mt_sentences", "Sentences translated", registry=self.registry)
-        self.tokens = Counter("mt_output_tokens", "Target tokens produced", registry=self.registry)
-
-    def step(self, rows: int) -> None:
-        self.rows.observe(rows)
-
-    def queued(self, tokens: int) -> None:
-        self.queue.set(tokens)
-
-
-@dataclass
-class Server:
-    models: dict[tuple[str, str], ServedModel]
-    decoder: DecodeThread
-    limits: Limits
-    metrics: Metrics
-    api_keys: ApiKeys | None = None
-    log_text: bool = False
-    ready: bool = False
-
-    def model(self, source, target) -> ServedModel:
-        if source == "auto":
-            raise HttpError(400, "source: auto needs language detection, which mt does not do; give the source "
-                                 "language code (see /languages)")
-        if not isinstance(source, str) or not isinstance(target, str):
-            raise HttpError(400, "Invalid request: missing source or target parameter")
-        served = self.models.get((source, target))
-        if served is None:
-            pairs = ", ".join(f"{s}-{t}" for s, t in self.models)
-            raise HttpError(400, f"{source}-{target} is not available (this server translates {pairs})")
-        return served
 
 
 # ---------------------------------------------------------------- LibreTranslate's API
@@ -191,10 +89,8 @@ async def _translate_texts(request: Request, served: ServedModel, sentences: lis
                            glossary: dict[str, str]) -> list[list[str]]:
     """Each sentence's `nbest` translations (text), through the model's worker; a sentence containing a
     glossary's source term must contain its target term (constrained beam search)."""
-    tr = served.translator
-    opts = search_options(tr.cfg.decode, nbest)
     lines = [LineText(s.strip(), i, terms=_terms(s, glossary)) for i, s in enumerate(sentences)]
-    hyps = await _decode(request, served, lines, opts, nbest)
+    hyps = await _decode(request, served, lines, served.translator.cfg.decode, nbest)
     return [[t.text for t in per] for per in hyps]
 
 
@@ -205,25 +101,26 @@ def _terms(sentence: str, glossary: dict[str, str]) -> tuple[str, ...]:
 
 async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
                   alignment: bool = False):
-    """Translations of `lines` (mt.decode.Translation per hypothesis), decoded by the worker beside every other
-    request's sentences; a client that disconnects releases its sentences."""
+    """Translations of `lines` (mt.lines.Translation per hypothesis) through the front end `mt translate` uses
+    (mt/lines.py `LineBatch`), decoded by the worker beside every other request's sentences; a client that
+    disconnects releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
     server: Server = request.app.state.server
     tr = served.translator
     if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
     encoded = encode_lines(tr, lines)
-    requests = sentence_requests(encoded, opts, nbest, tr.backend.max_positions)
-    todo = [r for r in requests if r is not None]
+    batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions)
     try:
-        job = served.worker.submit(todo, attention=alignment)
+        job = served.worker.submit(batch.todo)
     except Overloaded as e:
         raise HttpError(503, str(e), {"Retry-After": "1"}) from None
     found = await _wait_or_release(request, served.worker, job)
-    hyps, given = [], iter(found)
-    for r in requests:
-        hyps.append(next(given) if r is not None else [Hypothesis([], 0.0, 0.0)])
-    server.metrics.sentences.inc(len(todo))
+    if alignment:
+        hyps = await asyncio.wrap_future(server.decoder.submit(functools.partial(batch.hypotheses, found, tr.backend)))
+    else:
+        hyps = batch.hypotheses(found)
+    server.metrics.sentences.inc(len(batch.todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
     return translations(tr, [line.source for line in encoded], hyps, alignment)
 
@@ -287,17 +184,11 @@ async def native_translate(request: Request) -> JSONResponse:
     served = server.model(body.get("source"), body.get("target"))
     nbest = _int_field(body, "nbest", 1, 1, 100)
     flags = {name: _bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
-    if flags["prefix"] and flags["constraints"]:
-        raise HttpError(400, "Invalid request: prefix and constraints both read the lines' tab-separated fields")
-    try:
-        opts = decode_with(served.translator.cfg.decode, [], {k: body.get(k) for k in NATIVE_OPTIONS}, "request")
-    except MtError as e:
-        raise HttpError(400, f"Invalid request: {e}") from None
-    if flags["constraints"] and opts.sampling:
-        raise HttpError(400, "Invalid request: constraints need beam search; they do not combine with sampling")
+    opts = decode_with(served.translator.cfg.decode, [], {k: body.get(k) for k in NATIVE_OPTIONS}, "request")
     fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
+    fmt.check(opts)
     texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]
-    found = await _decode(request, served, texts, search_options(opts, nbest), nbest, flags["alignment"])
+    found = await _decode(request, served, texts, opts, nbest, flags["alignment"])
     results = [{"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
                                             **({"alignment": t.alignment} if t.alignment is not None else {})}
                                            for t in per]} for i, per in enumerate(found)]
@@ -371,6 +262,8 @@ def _route(handler, endpoint: str):
             response = await handler(request)
         except HttpError as e:
             response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+        except MtError as e:  # an option rule or value the request broke (mt's one-line errors)
+            response = JSONResponse({"error": f"Invalid request: {e}"}, status_code=400)
         except Exception as e:  # a fault of the server: logged, a one-line 500 for the client
             print(f"mt serve: error in {endpoint}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             response = JSONResponse({"error": "internal server error"}, status_code=500)
@@ -404,62 +297,6 @@ async def _routing_error(request: Request, error: HTTPException) -> JSONResponse
 
 
 # ---------------------------------------------------------------- running it
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    source: str
-    target: str
-    paths: tuple[str, ...]  # a checkpoint, an exported directory, or several checkpoints (an ensemble)
-
-    @classmethod
-    def parse(cls, text: str) -> ModelSpec:
-        pair, sep, paths = text.partition("=")
-        source, colon, target = pair.partition(":")
-        if not (sep and colon and source.strip() and target.strip() and paths.strip()):
-            raise MtError(f"-m {text}: expected SRC:TGT=PATH (e.g. de:en=runs/de-en/checkpoint_best.pt)")
-        return cls(source.strip(), target.strip(), tuple(p.strip() for p in paths.split(",") if p.strip()))
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    host: str = "127.0.0.1"
-    port: int = 5000
-    device: str = "auto"
-    limits: Limits = field(default_factory=Limits)
-    api_keys: str | None = None
-    batching: bool = True  # sentences of concurrent requests decode together (off: one request at a time)
-    log_text: bool = False
-    threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
-    parallel_batches: int = 1  # exported models on a CPU: batches CTranslate2 decodes at once
-
-
-def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
-    """Every model loaded on the decode thread, given a worker there, and warmed with one sentence."""
-    pairs = [(s.source, s.target) for s in specs]
-    if len(set(pairs)) < len(pairs):
-        raise MtError("-m: a language pair is given twice")
-    api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys else None
-    metrics, models, decoder = Metrics(), {}, DecodeThread()
-    try:
-        if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count
-            decoder.call(functools.partial(torch.set_num_threads, settings.threads))
-        for spec in specs:
-            translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
-                                                        ct2_parallel=settings.parallel_batches))
-            worker = decoder.add_worker(translator, settings.limits.max_queued_tokens, settings.batching, metrics)
-            if settings.parallel_batches > 1 and worker.stepped:
-                log(f"warning: --parallel-batches applies to exported models; {spec.source}-{spec.target} is "
-                    "decoded by mt's own search, one running batch")
-            models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
-            warm = sentence_requests(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
-                                     translator.backend.max_positions)
-            worker.submit([r for r in warm if r is not None]).done.result()
-            log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)}")
-    except BaseException:
-        decoder.stop()
-        raise
-    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True)
 
 
 def serve(server: Server, settings: ServeSettings) -> None:

@@ -388,7 +388,7 @@ def _checkpoint(run: TrainingRun) -> dict:
                            src_tokenizer=data.src_tokenizer.to_tensor(), tgt_tokenizer=data.tgt_tokenizer.to_tensor(),
                            ema_model=learner.ema.state_dict() if learner.ema is not None else None)
     resume_part = ResumePart(optimizer=learner.optimizer.state_dict(), scaler=learner.scaler.state_dict(), rng=rng,
-                             data_state=run.prefetcher.state(), best_bleu=state.best_score, bad_steps=state.bad_steps,
+                             data_state=run.prefetcher.state(), best_score=state.best_score, bad_steps=state.bad_steps,
                              skipped_updates=state.skipped_updates, best_step=state.best_step,
                              evals_since_best=state.evals_since_best, log_window=run.window.pending())
     return checkpoint_dict(model_part, resume_part)
@@ -449,7 +449,7 @@ def _resume(run: TrainingRun, path: Path) -> None:
     run.learner.optimizer.load_state_dict(resume.optimizer)
     run.learner.scaler.load_state_dict(resume.scaler)
     run.prefetcher.load_state(resume.data_state)
-    run.state = TrainState(ckpt["step"], resume.best_bleu, resume.bad_steps, resume.skipped_updates,
+    run.state = TrainState(ckpt["step"], resume.best_score, resume.bad_steps, resume.skipped_updates,
                            resume.best_step, resume.evals_since_best)
     run.saved_step = ckpt["step"]
     run.window.restore(resume.log_window)

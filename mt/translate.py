@@ -1,4 +1,4 @@
-"""`mt translate`: read lines (streaming from stdin), write exactly one result per line, through mt/decode.py.
+"""`mt translate`: read lines (streaming from stdin), write exactly one result per line, through mt/lines.py.
 
 Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
 `index \\t score \\t hypothesis` (index counts input lines from 0); with --output-format json one object per
@@ -23,7 +23,7 @@ import torch
 
 from mt.decoding import Translator
 from mt.config import DecodeConfig
-from mt.decode import LineText, Translation, translate_lines
+from mt.lines import LineText, Translation, translate_lines
 from mt.errors import MtError
 from mt.files import atomic_write, is_special
 
@@ -47,6 +47,14 @@ class LineFormat:
     prefix: bool = False  # input lines are `source \t target prefix`
     constraints: bool = False  # input lines are `source \t term \t term ...`: terms the output must contain
     alignment: bool = False  # add each result's word alignment (mt/alignment.py)
+
+    def check(self, opts: DecodeConfig) -> None:
+        """The rules for combining the line options, written once: `mt translate` prints a broken one, `mt serve`
+        answers 400 (constraints with an exported model: mt/ct2_backend.py)."""
+        if self.prefix and self.constraints:
+            raise MtError("prefix and constraints both read the input's tab-separated fields; use one")
+        if self.constraints and opts.sampling:
+            raise MtError("constraints need beam search; they do not combine with sampling")
 
 
 def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, fmt: LineFormat,

@@ -1,7 +1,7 @@
 """Process tuning of the `mt` command, in one function its `main()` calls first: `tune_process`.
 
 Nothing here runs at import, and nothing else in mt changes the process: a program that imports mt (a notebook,
-a test, `mt.decode.load_translator`) keeps torch's and glibc's defaults unless it calls `tune_process` itself,
+a test, `mt.lines.load_translator`) keeps torch's and glibc's defaults unless it calls `tune_process` itself,
 before it imports torch. docs/design.md ("Process tuning") gives each setting's measured reason. The one
 thing done later is `return_freed_memory`, which `mt serve`'s decode thread calls when its models go idle.
 """

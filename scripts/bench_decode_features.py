@@ -65,8 +65,8 @@ def main() -> None:
     tune_process(["translate"])  # as `mt translate` runs: before torch loads
     import torch
 
-    from mt.decode import translate_lines
-    from mt.translators import load_translator
+    from mt.lines import translate_lines
+    from mt.loading import load_translator
     from mt.metrics import bleu_score
 
     torch.set_num_threads(int(__import__("os").environ.get("OMP_NUM_THREADS", 2)))

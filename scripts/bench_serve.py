@@ -351,9 +351,9 @@ ALONE = r'''
 import json, sys, time
 from mt.tuning import tune_process
 tune_process(["translate"])  # what `mt translate` sets before torch is imported
-from mt.decode import translate_lines
+from mt.lines import translate_lines
 from mt.segments import split_text
-from mt.translators import load_translator
+from mt.loading import load_translator
 model, device, path = sys.argv[1:4]
 tr = load_translator(model, device)
 lines = open(path, encoding="utf-8").read().splitlines()
@@ -379,23 +379,22 @@ IN_FLIGHT = r'''
 import itertools, json, sys, threading, time
 from mt.tuning import tune_process
 tune_process(["serve"])  # what `mt serve` sets before torch is imported
-from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
+from mt.lines import LineBatch, LineText, encode_lines, translations
 from mt.segments import split_text
-from mt.serving import DecodeThread
-from mt.translators import load_translator
+from mt.decode_thread import DecodeThread
+from mt.loading import load_translator
 model, device, path, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 lines = open(path, encoding="utf-8").read().splitlines()
 decoder = DecodeThread()
 tr = decoder.call(lambda: load_translator(model, device))
-worker = decoder.add_worker(tr, 10 ** 9)
-opts = search_options(tr.cfg.decode, 1)
+worker = decoder.add_worker(tr.backend, 10 ** 9)
 taken = itertools.count()  # the next dev line, shared by the client threads
 
 def translate(line):  # what the server does with a one-line request, without HTTP
     sentences = [LineText(p.text.strip(), i) for i, p in enumerate(split_text(line)) if p.translate]
     encoded = encode_lines(tr, sentences)
-    requests = sentence_requests(encoded, opts, 1, tr.backend.max_positions)
-    hyps = worker.submit([r for r in requests if r is not None]).done.result()
+    batch = LineBatch(encoded, tr.cfg.decode, 1, tr.backend.max_positions)
+    hyps = batch.hypotheses(worker.submit(batch.todo).done.result())
     return translations(tr, [s.source for s in encoded], hyps, False)
 
 def client(deadline, done):

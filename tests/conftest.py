@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mt.config import DecodeConfig, ModelConfig
-from mt.decode import LineIds
+from mt.lines import LineIds
 from mt.decoding import SentenceRequest, max_output_lengths
 from mt.model import Transformer, build_model
 from mt.symbols import EOS
@@ -63,6 +63,18 @@ def random_sources(n: int, vocab: int, shortest: int = 1, longest: int = 14, see
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(shortest, longest + 1, (n,), generator=generator).tolist()
     return [torch.randint(EOS + 1, vocab, (k,), generator=generator).tolist() for k in lengths]
+
+
+@pytest.fixture(scope="module")
+def model(request) -> Transformer:
+    """The random model of a test module's VOCAB (`random_model`), shared by the module's search tests."""
+    return random_model(request.module.VOCAB)
+
+
+@pytest.fixture(scope="module")
+def sources(request) -> list[list[int]]:
+    """A test module's random sentences over its VOCAB: `random_sources(**SOURCES, vocab=VOCAB)`."""
+    return random_sources(vocab=request.module.VOCAB, **request.module.SOURCES)
 
 
 def lines_of(sources: list[list[int]], first_line: int = 0, prefixes: list[list[int]] | None = None,

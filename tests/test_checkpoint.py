@@ -26,9 +26,10 @@ ALWAYS = [key for key in MODEL_KEYS if key != "ema_model"]  # the model part's k
 
 
 def test_the_keys_are_those_of_every_checkpoint_mt_has_written():
-    """The format is fixed: renaming a field of ModelPart or ResumePart would orphan old checkpoints."""
+    """The format is fixed: renaming a field of ModelPart or ResumePart would orphan old checkpoints (best_score,
+    once best_bleu, is read under either name)."""
     assert MODEL_KEYS == ("config", "model", "step", "src_tokenizer", "tgt_tokenizer", "ema_model")
-    assert RESUME_KEYS == ("optimizer", "scaler", "rng", "data_state", "best_bleu", "bad_steps", "skipped_updates",
+    assert RESUME_KEYS == ("optimizer", "scaler", "rng", "data_state", "best_score", "bad_steps", "skipped_updates",
                            "best_step", "evals_since_best")
 
 
@@ -37,7 +38,7 @@ def test_training_writes_exactly_the_defined_keys(trained_tiny):
         ckpt = load_checkpoint(trained_tiny / name)
         assert list(ckpt) == ["format", *ALWAYS, *RESUME_KEYS], name  # no ema_model without train.ema_decay
         resume = read_resume_part(ckpt, name)
-        assert resume.data_state.keys() == {"epoch", "position"} and resume.best_bleu >= 0
+        assert resume.data_state.keys() == {"epoch", "position"} and resume.best_score >= 0
 
 
 def test_a_checkpoint_from_before_early_stopping_still_resumes(trained_tiny):
@@ -45,6 +46,12 @@ def test_a_checkpoint_from_before_early_stopping_still_resumes(trained_tiny):
     del ckpt["best_step"], ckpt["evals_since_best"]
     resume = read_resume_part(ckpt, "old.pt")
     assert resume.best_step == -1 and resume.evals_since_best == 0
+
+
+def test_a_checkpoint_whose_best_score_is_named_best_bleu_still_resumes(trained_tiny):
+    ckpt = load_checkpoint(trained_tiny / "checkpoint_last.pt")
+    ckpt["best_bleu"] = ckpt.pop("best_score")
+    assert read_resume_part(ckpt, "old.pt").best_score == ckpt["best_bleu"]
 
 
 def test_average_drops_exactly_the_resume_part(trained_tiny, tmp_path):

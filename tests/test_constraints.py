@@ -7,21 +7,12 @@ import torch
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
 from mt.constraints import _after, _allocate, _Progress
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.symbols import EOS
-from tests.conftest import lines_of, one_error_line, random_model, random_sources, run_mt
+from tests.conftest import lines_of, one_error_line, run_mt
 
+SOURCES = dict(n=14, shortest=2, longest=11)  # the `sources` fixture (tests/conftest.py)
 VOCAB = 30
-
-
-@pytest.fixture(scope="module")
-def model():
-    return random_model(VOCAB)
-
-
-@pytest.fixture(scope="module")
-def sources():
-    return random_sources(14, VOCAB, shortest=2, longest=11)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
-"""The decoding front end (mt/decode.py): line preparation written once, the same for every backend."""
+"""The decoding front end (mt/lines.py): line preparation written once, the same for every backend."""
 
 from dataclasses import replace
 
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.decoding import Hypothesis
 from mt.scheduler import in_static_batches
 from tests.conftest import lines_of

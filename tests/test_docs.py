@@ -86,3 +86,11 @@ def test_equal_updates_parses_its_protocol_and_builds_the_fairseq_command(tmp_pa
 
     output = "S-1\t\u2581b\nH-1\t-0.5\t\u2581B\u2581b\nH-0\t-0.2\t\u2581A\u2581a\nP-0\t-0.1\n"
     assert equal_updates.fairseq_hypotheses(output, Pieces) == ["A a", "B b"]
+
+
+README_LIMIT = 15 * 1024  # bytes: the README is the front page; detail goes to a docs/*.md page it links
+
+
+def test_the_readme_stays_under_15_kb():
+    size = len((ROOT / "README.md").read_bytes())
+    assert size < README_LIMIT, f"README.md is {size} bytes; move detail to docs/ (limit {README_LIMIT})"

@@ -6,7 +6,7 @@ import torch
 
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS

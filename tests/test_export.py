@@ -10,11 +10,11 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import DecodeConfig, config_from_dict, config_to_dict
-from mt.decode import translate_lines
+from mt.lines import translate_lines
 from mt.errors import MtError
 from mt.model import build_model
 from mt.tokenizer import Tokenizer
-from mt.translators import load_translator
+from mt.loading import load_translator
 from tests.conftest import DATA, run_mt
 
 pytest.importorskip("ctranslate2")

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from mt import kernels
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import LineIds, translate_ids
+from mt.lines import LineIds, translate_ids
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS, PAD
 from tests.conftest import random_model, random_sources

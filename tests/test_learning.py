@@ -11,7 +11,7 @@ from mt.backend import ModelBackend
 from mt.config import DecodeConfig, ModelConfig
 from mt.batching import collate
 from mt.corpus import encode_corpus
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.model import build_model
 from mt.recipe import label_smoothed_loss
 from mt.symbols import EOS

@@ -16,7 +16,7 @@ import torch
 
 from mt.checkpoint import save_checkpoint
 from mt.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from mt.decode import LineIds, translate_ids
+from mt.lines import LineIds, translate_ids
 from mt.errors import MtError
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.model import build_model, sinusoidal_positions
@@ -26,7 +26,7 @@ from mt.plot_data import attention_maps, mask_tables, positions_table
 from mt.run_log import TensorBoardLog, metric_curves
 from mt.symbols import BOS, PAD
 from mt.tokenizer import train_tokenizer
-from mt.translators import load_translator
+from mt.loading import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
 needs_plot_extra = pytest.mark.skipif(

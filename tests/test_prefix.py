@@ -6,21 +6,12 @@ import torch
 
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.symbols import EOS
-from tests.conftest import lines_of, random_model, random_sources, requests_of, run_mt
+from tests.conftest import lines_of, requests_of, run_mt
 
+SOURCES = dict(n=12)  # the `sources` fixture (tests/conftest.py)
 VOCAB = 20
-
-
-@pytest.fixture(scope="module")
-def model():
-    return random_model(VOCAB)
-
-
-@pytest.fixture(scope="module")
-def sources():
-    return random_sources(12, VOCAB)
 
 
 def _decode(model, sources, prefixes=None, nbest=1, **options):

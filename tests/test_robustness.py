@@ -133,7 +133,7 @@ def test_debug_shows_the_traceback(tmp_path):
 
 @pytest.fixture(scope="module")
 def translator(trained_tiny):
-    from mt.translators import load_translator
+    from mt.loading import load_translator
     return load_translator(trained_tiny / "checkpoint_last.pt", "cpu")
 
 

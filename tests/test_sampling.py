@@ -3,28 +3,18 @@ seed and the line number only."""
 
 import json
 
-import pytest
 import torch
 
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.masks import padding_mask
-from mt.search import Sampler
+from mt.sampler import Sampler
 from mt.symbols import BOS, EOS
-from tests.conftest import lines_of, one_error_line, random_model, random_sources, run_mt
+from tests.conftest import lines_of, one_error_line, run_mt
 
+SOURCES = dict(n=16)  # the `sources` fixture (tests/conftest.py)
 VOCAB = 20
-
-
-@pytest.fixture(scope="module")
-def model():
-    return random_model(VOCAB)
-
-
-@pytest.fixture(scope="module")
-def sources():
-    return random_sources(16, VOCAB)
 
 
 def _sample(model, sources, nbest=1, first_line=0, **options):

@@ -8,7 +8,7 @@ import torch
 
 from mt.backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.decode import LineIds, sentence_requests
+from mt.lines import LineIds, sentence_requests
 from mt.scheduler import Policy, Scheduler, Waiting, static_batches
 from mt.search import Row
 from tests.conftest import random_model, random_sources

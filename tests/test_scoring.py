@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mt.backend import load_model_translator
-from mt.decode import LineIds, translate_ids
+from mt.lines import LineIds, translate_ids
 from mt.decoding import length_penalty
 from mt.scoring import pair_log_probs
 from mt.symbols import BOS, EOS

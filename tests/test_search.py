@@ -5,7 +5,7 @@ from mt.backend import ModelBackend
 from mt.batching import token_batches
 from mt.cache import DecoderCache
 from mt.config import DecodeConfig
-from mt.decode import translate_ids
+from mt.lines import translate_ids
 from mt.ensemble import Ensemble
 from mt.masks import CAUSAL, padding_mask, target_mask
 from mt.quantize import quantize_int8
@@ -13,21 +13,10 @@ from mt.decoding import length_penalty, max_output_lengths
 from mt.scheduler import REFILL_PARTS, Policy, Scheduler, Waiting
 from mt.search import BeamSearch, top_k
 from mt.symbols import BOS, EOS
-from tests.conftest import lines_of, random_model, random_sources, requests_of
+from tests.conftest import lines_of, random_model, requests_of
 
-N_SENTENCES = 24
+SOURCES = dict(n=24)  # the `sources` fixture (tests/conftest.py)
 VOCAB = 20
-
-
-@pytest.fixture(scope="module")
-def model():
-    """A randomly initialised small model: its outputs differ per sentence and end at varied lengths."""
-    return random_model(VOCAB)
-
-
-@pytest.fixture(scope="module")
-def sources():
-    return random_sources(N_SENTENCES, VOCAB)
 
 
 def _translate(model, sources, nbest=1, use_cache=True, **options):
@@ -65,7 +54,7 @@ def test_beam_size_one_gives_greedy_output(model, sources):
     for alpha in (0.0, 0.6):  # a 1-wide beam stops at its first finished hypothesis, whatever the penalty
         beam = _beam_search(model, requests_of(sources, opts, max_len), beam_size=1, alpha=alpha)
         assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
-    assert len({tuple(h.tokens) for h in greedy}) > N_SENTENCES // 2, "outputs should differ per sentence"
+    assert len({tuple(h.tokens) for h in greedy}) > SOURCES["n"] // 2, "outputs should differ per sentence"
     assert len({len(h.tokens) for h in greedy}) > 3, "and end at different lengths"
 
 
@@ -112,7 +101,7 @@ def test_a_sentence_stops_once_beam_size_hypotheses_have_finished(model, sources
         if len(steps) <= max_len.item():  # not stopped by the length limit
             assert len(steps) == max(len(h.tokens) for h in hyps) + 1
             stopped_early += 1
-    assert stopped_early > N_SENTENCES // 2
+    assert stopped_early > SOURCES["n"] // 2
 
 
 def test_output_length_is_capped(model, sources):

@@ -222,7 +222,7 @@ def test_importing_mt_and_loading_a_translator_change_nothing_in_the_process(tra
         pytest.skip("not Linux with glibc 2.33 or later")
     probe = f"""
 import ctypes, os, sys, mt, torch
-from mt.translators import load_translator
+from mt.loading import load_translator
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks "
                                                "keepcost").split()]

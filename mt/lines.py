@@ -11,7 +11,6 @@ only defaults.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -89,26 +88,39 @@ def _report_cut(on_truncate, index: int, length: int, room: int, part: str) -> N
         on_truncate(index, length, room, part)
 
 
+class LineBatch:
+    """Lines on their way through any backend, the one front end: `todo` the requests to decode (an empty line has
+    none), then `hypotheses` of what the backend found, with every line's place kept."""
+
+    def __init__(self, lines: list[LineIds], opts: DecodeConfig, nbest: int, max_positions: int, on_truncate=None):
+        self.opts = search_options(opts, nbest)
+        self.requests = sentence_requests(lines, self.opts, nbest, max_positions, on_truncate)
+        self.todo = [r for r in self.requests if r is not None]
+
+    def hypotheses(self, found: list[list[Hypothesis]], attention_of: Backend | None = None) -> list[list[Hypothesis]]:
+        """Per line, in input order: `found` (a list per request of `todo`), one empty hypothesis for an empty
+        line. With `attention_of`, each hypothesis gets its cross-attention over the source from that backend
+        (`Backend.attention`), in batches of opts.batch_tokens."""
+        given = iter(found)
+        results = [next(given) if r is not None else [Hypothesis([], 0.0, 0.0)] for r in self.requests]
+        if attention_of is not None:
+            pairs = [(list(r.source), h) for r, per in zip(self.requests, results) if r is not None for h in per]
+            per_pair = in_static_batches([len(s) + 1 for s, _ in pairs], self.opts.batch_tokens,
+                                         lambda index: attention_of.attention([pairs[j][0] for j in index],
+                                                                              [pairs[j][1].tokens for j in index]))
+            for (_, h), weights in zip(pairs, per_pair):
+                h.attention = weights
+        return results
+
+
 def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *, nbest: int = 1,
                   on_truncate=None, attention: bool = False) -> list[list[Hypothesis]]:
     """Hypotheses of encoded lines, in input order: `nbest` per line (beam size at least `nbest`; with
     opts.sampling, `nbest` samples), one empty hypothesis for an empty line (see `sentence_requests`). With
     `attention`, each hypothesis carries its cross-attention over the source (`Backend.attention`)."""
-    opts = search_options(opts, nbest)
-    requests = sentence_requests(lines, opts, nbest, backend.max_positions, on_truncate)
-    todo = [i for i, r in enumerate(requests) if r is not None]
-    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in requests]
-    if not todo:
-        return results
-    for i, hyps in zip(todo, backend.search([requests[i] for i in todo])):
-        results[i] = hyps
-    if attention:
-        pairs = [(list(requests[i].source), h) for i in todo for h in results[i]]
-        per_pair = in_static_batches([len(s) + 1 for s, _ in pairs], opts.batch_tokens, lambda index: backend.attention(
-            [pairs[j][0] for j in index], [pairs[j][1].tokens for j in index]))
-        for (_, h), weights in zip(pairs, per_pair):
-            h.attention = weights
-    return results
+    batch = LineBatch(lines, opts, nbest, backend.max_positions, on_truncate)
+    found = backend.search(batch.todo) if batch.todo else []
+    return batch.hypotheses(found, backend if attention else None)
 
 
 def translate_lines(tr: Translator, lines: list[str | LineText], opts: DecodeConfig, *, nbest: int = 1,

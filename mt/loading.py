@@ -1,5 +1,5 @@
 """Which backend decodes: a checkpoint (mt's model), several (an ensemble), or a directory written by `mt export`
-(CTranslate2). The commands choose here; the decoding front end (mt/decode.py) and the training loop's dev
+(CTranslate2). The commands choose here; the decoding front end (mt/lines.py) and the training loop's dev
 evaluation take a Translator and never reach the CTranslate2 module.
 """
 

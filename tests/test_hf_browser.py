@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
+import os
 import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -34,6 +37,9 @@ PAGE_MAX_NEW_TOKENS = 64  # index.html's: tokens after the decoder start, EOS in
 # transformers.js loads these of a model folder (onnx/ as Optimum names the files)
 BROWSER_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
 ONNX_FILES = ("encoder_model.onnx", "decoder_model_merged.onnx")
+# Optimum and onnxruntime with the transformers they need, installed apart by the Makefile (.venv/onnx-deps).
+ONNX_DEPS = Path(sys.prefix) / "onnx-deps"
+ONNX_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ONNX_DEPS), str(ROOT)])}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +52,8 @@ def exported(tmp_path_factory):
     checkpoint = make_checkpoint(folder / "model.pt", {True: (joint, joint)}, True)
     export_huggingface(checkpoint, folder / "hf")
     done = subprocess.run([sys.executable, "-m", "optimum.exporters.onnx", "--model", str(folder / "hf"), "--task",
-                           "text2text-generation-with-past", str(folder / "onnx")], capture_output=True, text=True)
+                           "text2text-generation-with-past", str(folder / "onnx")], capture_output=True, text=True,
+                          env=ONNX_ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return load_model_translator(checkpoint, "cpu"), folder / "hf", folder / "onnx"
 
@@ -58,19 +65,24 @@ def _mt_greedy(tr, lines: list[str], max_len: int) -> list[list[int]]:
                                                                     max_len=max_len, max_positions=POSITIONS))]
 
 
-def test_onnxruntime_greedy_is_mt_token_for_token(exported):
-    from optimum.onnxruntime import ORTModelForSeq2SeqLM
-    from transformers import MarianTokenizer
+ORT_GREEDY = """
+import json, sys
+from optimum.onnxruntime import ORTModelForSeq2SeqLM
+from transformers import MarianTokenizer
+hf, onnx, lines = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+model, tokenizer = ORTModelForSeq2SeqLM.from_pretrained(onnx), MarianTokenizer.from_pretrained(hf)
+out = model.generate(**tokenizer(lines, return_tensors="pt", padding=True), num_beams=1, do_sample=False,
+                     max_new_tokens=31)
+print(json.dumps([row[1:].tolist() for row in out]))
+"""
 
+
+def test_onnxruntime_greedy_is_mt_token_for_token(exported):
     tr, hf, onnx = exported
-    model = ORTModelForSeq2SeqLM.from_pretrained(onnx)
-    tokenizer = MarianTokenizer.from_pretrained(hf)
-    out = model.generate(**tokenizer(LINES, return_tensors="pt", padding=True), num_beams=1, do_sample=False,
-                         max_new_tokens=31)
-    theirs = []
-    for row in out:
-        tokens = row[1:].tolist()
-        theirs.append(tokens[:tokens.index(3)] if 3 in tokens else tokens)
+    done = subprocess.run([sys.executable, "-c", ORT_GREEDY, str(hf), str(onnx), json.dumps(LINES)],
+                          capture_output=True, text=True, env=ONNX_ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = [tokens[:tokens.index(3)] if 3 in tokens else tokens for tokens in json.loads(done.stdout)]
     ours = _mt_greedy(tr, LINES, 30)
     assert theirs == ours
     assert len({len(t) for t in ours}) > 3, "outputs of varied lengths"

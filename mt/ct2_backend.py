@@ -111,7 +111,7 @@ class Ct2Backend:
     def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
         """Requests with the same settings in static batches (mt/scheduler.py), each batch one call."""
         if any(r.terms for r in requests):
-            raise MtError("constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
+            raise MtError("--constraints decode with a checkpoint, not an exported directory (CTranslate2 has no "
                           "constrained search)")
         results: list[list[Hypothesis]] = [[] for _ in requests]
         for index in grouped(requests):

@@ -52,9 +52,9 @@ class LineFormat:
         """The rules for combining the line options, written once: `mt translate` prints a broken one, `mt serve`
         answers 400 (constraints with an exported model: mt/ct2_backend.py)."""
         if self.prefix and self.constraints:
-            raise MtError("prefix and constraints both read the input's tab-separated fields; use one")
+            raise MtError("--prefix and --constraints both read the input's tab-separated fields; use one")
         if self.constraints and opts.sampling:
-            raise MtError("constraints need beam search; they do not combine with sampling")
+            raise MtError("--constraints need beam search; they do not combine with --sampling")
 
 
 def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, fmt: LineFormat,

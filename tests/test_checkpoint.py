@@ -30,7 +30,7 @@ def test_the_keys_are_those_of_every_checkpoint_mt_has_written():
     once best_bleu, is read under either name)."""
     assert MODEL_KEYS == ("config", "model", "step", "src_tokenizer", "tgt_tokenizer", "ema_model")
     assert RESUME_KEYS == ("optimizer", "scaler", "rng", "data_state", "best_score", "bad_steps", "skipped_updates",
-                           "best_step", "evals_since_best")
+                           "best_step", "evals_since_best", "log_window")
 
 
 def test_training_writes_exactly_the_defined_keys(trained_tiny):

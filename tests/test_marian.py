@@ -61,8 +61,8 @@ def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int
                           decoder_ffn_dim=64, activation_function=activation, scale_embedding=True,
                           pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0,
                           max_position_embeddings=256)
+    torch.manual_seed(seed)
     model = MarianMTModel(config).eval()
-    torch.manual_seed(seed)  # after the constructor, whose own initialisation draws differ between releases
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "embed_positions" in name:

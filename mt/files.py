@@ -134,8 +134,20 @@ def atomic_write_dir(path: Path, write) -> None:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError):
-            raise _naming(e, path) from None
+            raise _naming(e, _as_named(e.filename, tmp, path)) from None
         raise
+
+
+def _as_named(filename, tmp: Path | None, path: Path) -> Path:
+    """The file an error names, with the temporary folder `tmp` (or its making) replaced by `path`."""
+    if not filename:
+        return path
+    failed = Path(filename)
+    if tmp is not None and (failed == tmp or tmp in failed.parents):
+        return path / failed.relative_to(tmp)
+    if failed.parent == path.parent and failed.name.startswith(f".{path.name}."):
+        return path
+    return failed
 
 
 def _replace_dir(new: Path, target: Path) -> None:

@@ -178,9 +178,14 @@ def test_an_output_that_is_a_folder_of_someone_elses_files_is_refused(tmp_path, 
 def test_sigterm_while_writing_exits_143_and_leaves_the_old_output_whole(tmp_path, model, command):
     out = tmp_path / "out.txt"
     out.write_text("old\n")
-    args = writer_args(command, model, {"src": SOURCE, "ref": DATA / "dev.en"}, out)
-    proc = mt_process(*args)
-    time.sleep(8)  # models loaded, translating the 883 dev lines (tens of seconds on 2 cores)
+    many = {side: tmp_path / f"many.{side}" for side in ("de", "en")}  # ten times the dev set: minutes of work
+    for side, path in many.items():
+        path.write_text((DATA / f"dev.{side}").read_text(encoding="utf-8") * 10, encoding="utf-8")
+    proc = mt_process(*writer_args(command, model, {"src": many["de"], "ref": many["en"]}, out), "--beam-size", "4")
+    deadline = time.monotonic() + 120
+    while command == "translate" and not list(tmp_path.glob(".out.txt.*")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # translate writes as it goes: its temporary file is there
+    time.sleep(3)
     assert proc.poll() is None, "finished before the signal: the test proves nothing"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -57,12 +57,15 @@ def prepare(config: Path, set_: SetOption = None,
     from mt.config import load_config
     from mt.data import check_sources
     from mt.folder_lock import folder_lock
-    from mt.prepare import prepare_data
+    from mt.prepare import STAMP, data_dir, prepare_data
 
     cfg = load_config(config, set_ or [])
     check_sources(cfg.data)
     with folder_lock(cfg.output_dir, "mt prepare"):
-        prepare_data(cfg, log=_warn, force=restart)
+        complete = (data_dir(cfg) / STAMP).exists() and not restart
+        data = prepare_data(cfg, log=_warn, force=restart)
+    if complete:  # nothing to do: say so, rather than nothing
+        _warn(f"prepare: {data_dir(cfg)} is complete and up to date ({len(data.train):,} training pairs)")
 
 
 @app.command()

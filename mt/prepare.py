@@ -111,9 +111,7 @@ def prepare_data(cfg: Config, log=print, force: bool = False) -> PreparedData:
     if (folder / STAMP).exists() and not force:
         _check_stamp(cfg, folder)
         if _format(folder) == FORMAT:
-            data = load_prepared(cfg)
-            log(f"prepare: {folder} is complete and up to date ({len(data.train):,} training pairs)")
-            return data
+            return load_prepared(cfg)
         log(f"prepare: {folder} was written by an older mt; encoding the corpus again")
     if folder.exists() and not _written_by_mt(folder):
         raise DataError(f"{folder}: exists and was not written by mt prepare; move it away or use another "

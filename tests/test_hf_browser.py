@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -28,7 +26,7 @@ from mt.hf_export import export_huggingface
 from mt.tokenizer import train_tokenizer
 from tests.conftest import DATA, ROOT, requests_of
 from tests.test_hf_export import POSITIONS, make_checkpoint
-from tests.test_web_page import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
+from tests.test_web_page import browser  # noqa: F401 (the page test's chromium fixture, used here too)
 
 BROWSER = ROOT / "examples" / "browser"
 LINES = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:24]
@@ -116,19 +114,6 @@ def site(exported, tmp_path):
         yield f"http://127.0.0.1:{server.server_port}/index.html"
     finally:
         server.shutdown()
-
-
-@pytest.fixture
-def browser(tmp_path):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _status(driver) -> str:

@@ -174,17 +174,31 @@ def test_an_output_that_is_a_folder_of_someone_elses_files_is_refused(tmp_path, 
 # ---------------------------------------------------------------- SIGTERM mid-write
 
 
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
-def test_sigterm_while_writing_exits_143_and_leaves_the_old_output_whole(tmp_path, model, command):
+def test_sigterm_while_translating_exits_143_and_leaves_the_old_output_whole(tmp_path, model):
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+    proc = mt_process("translate", "-c", model, "-o", out)
+    proc.stdin.write((DATA / "dev.de").read_bytes())  # stdin stays open: translate cannot finish before the signal
+    proc.stdin.flush()
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.txt.*")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # translate writes as it goes: its temporary file is there
+    assert list(tmp_path.glob(".out.txt.*")), "translate never started its output"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.decode().strip().splitlines()[-1] == "terminated"
+    assert out.read_text() == "old\n"
+    no_temporary_files(tmp_path)
+
+
+def test_sigterm_while_evaluating_exits_143_and_leaves_the_old_output_whole(tmp_path, model):
     out = tmp_path / "out.txt"
     out.write_text("old\n")
     many = {side: tmp_path / f"many.{side}" for side in ("de", "en")}  # ten times the dev set: minutes of work
     for side, path in many.items():
         path.write_text((DATA / f"dev.{side}").read_text(encoding="utf-8") * 10, encoding="utf-8")
-    proc = mt_process(*writer_args(command, model, {"src": many["de"], "ref": many["en"]}, out), "--beam-size", "4")
-    deadline = time.monotonic() + 120
-    while command == "translate" and not list(tmp_path.glob(".out.txt.*")) and time.monotonic() < deadline:
-        time.sleep(0.1)  # translate writes as it goes: its temporary file is there
+    proc = mt_process(*writer_args("evaluate", model, {"src": many["de"], "ref": many["en"]}, out),
+                      "--beam-size", "4")
     time.sleep(3)
     assert proc.poll() is None, "finished before the signal: the test proves nothing"
     proc.send_signal(signal.SIGTERM)

@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hmac
 import json
-import re
+import math
+import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,8 +27,10 @@ from pathlib import Path
 import torch
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -33,6 +38,8 @@ from mt.config import decode_with
 from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
 from mt.decoding import Hypothesis, Translator
 from mt.errors import MtError
+from mt.glossary import glossary_chars, read_glossary, terms_per_sentence
+from mt.http_limits import BodyLimit, HttpError, HttpSettings, guarded_protocol
 from mt.segments import joined, split_html, split_text
 from mt.serving import DecodeThread, DecodeWorker, Overloaded, StepStats
 from mt.translate import LineFormat, line_text
@@ -44,14 +51,10 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
                   "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
                   "zh": "Chinese"}
+ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/")
+STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
 NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
                   "temperature", "seed")
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 @dataclass
@@ -67,6 +70,8 @@ class Limits:
     max_chars: int = 20_000  # characters of `q` per request
     max_sentences: int = 500  # sentences (or lines of the native endpoint) per request
     max_queued_tokens: int = 100_000  # source tokens waiting or decoding, over all requests of a model
+    max_glossary_terms: int = 1_000  # entries of a request's glossary
+    max_term_chars: int = 200  # characters of a glossary term
 
 
 @dataclass
@@ -92,8 +97,8 @@ class ApiKeys:
             keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
         return cls(keys)
 
-    def check(self, key: str | None) -> None:
-        if key not in self.per_minute:
+    def check(self, key) -> None:
+        if not isinstance(key, str) or key not in self.per_minute:
             raise HttpError(403, "Invalid API key")
         limit, now = self.per_minute[key], time.monotonic()
         recent = self.recent.setdefault(key, deque())
@@ -132,6 +137,8 @@ class Server:
     api_keys: ApiKeys | None = None
     log_text: bool = False
     ready: bool = False
+    metrics_token: str | None = None
+    closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
 
     def model(self, source, target) -> ServedModel:
         if source == "auto":
@@ -160,16 +167,18 @@ async def translate(request: Request) -> JSONResponse:
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
         raise HttpError(400, "Invalid request: q must be a string or a list of strings")
-    if sum(len(t) for t in texts) > server.limits.max_chars:
-        raise HttpError(400, f"Invalid request: request ({sum(len(t) for t in texts)} characters) exceeds text limit "
-                             f"({server.limits.max_chars})")
+    limits = server.limits
+    glossary = read_glossary(body.get("glossary"), limits.max_glossary_terms, limits.max_term_chars)
+    chars = sum(len(t) for t in texts) + glossary_chars(glossary)
+    if chars > limits.max_chars:
+        raise HttpError(400, f"Invalid request: request ({chars} characters, glossary included) exceeds text limit "
+                             f"({limits.max_chars})")
     fmt = body.get("format", "text")
     if fmt not in ("text", "html"):
         raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
     alternatives = _int_field(body, "alternatives", 0, 0, 10)
-    glossary = _glossary(body.get("glossary"))
     served = server.model(body.get("source"), body.get("target"))
-    pieces = [split_html(t) if fmt == "html" else split_text(t) for t in texts]
+    pieces = await run_in_threadpool(lambda: [split_html(t) if fmt == "html" else split_text(t) for t in texts])
     sentences = [p.text for per in pieces for p in per if p.translate]
     if len(sentences) > server.limits.max_sentences:
         raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
@@ -193,14 +202,10 @@ async def _translate_texts(request: Request, served: ServedModel, sentences: lis
     glossary's source term must contain its target term (constrained beam search)."""
     tr = served.translator
     opts = search_options(tr.cfg.decode, nbest)
-    lines = [LineText(s.strip(), i, terms=_terms(s, glossary)) for i, s in enumerate(sentences)]
+    terms = await run_in_threadpool(terms_per_sentence, sentences, glossary) if glossary else [()] * len(sentences)
+    lines = [LineText(s.strip(), i, terms=t) for i, (s, t) in enumerate(zip(sentences, terms))]
     hyps = await _decode(request, served, lines, opts, nbest)
     return [[t.text for t in per] for per in hyps]
-
-
-def _terms(sentence: str, glossary: dict[str, str]) -> tuple[str, ...]:
-    return tuple(target for source, target in glossary.items()
-                 if re.search(rf"(?<!\w){re.escape(source)}(?!\w)", sentence, flags=re.IGNORECASE))
 
 
 async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
@@ -212,7 +217,7 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
     if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
-    encoded = encode_lines(tr, lines)
+    encoded = await run_in_threadpool(encode_lines, tr, lines)
     requests = sentence_requests(encoded, opts, nbest, tr.backend.max_positions)
     todo = [r for r in requests if r is not None]
     try:
@@ -225,18 +230,23 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
         hyps.append(next(given) if r is not None else [Hypothesis([], 0.0, 0.0)])
     server.metrics.sentences.inc(len(todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
-    return translations(tr, [line.source for line in encoded], hyps, alignment)
+    return await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)
 
 
 async def _wait_or_release(request: Request, worker: DecodeWorker, job):
+    """The job's hypotheses; a client that disconnects, or a shutdown past its grace period, releases them."""
     waiting = asyncio.wrap_future(job.done)
-    while True:
-        done, _ = await asyncio.wait({waiting}, timeout=0.25)
-        if done:
-            return waiting.result()
-        if await request.is_disconnected():
-            worker.cancel(job)
-            raise HttpError(499, "client closed the request")
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=0.25)
+            if done:
+                return waiting.result()
+            if await request.is_disconnected():
+                worker.cancel(job)
+                raise HttpError(499, "client closed the request")
+    except asyncio.CancelledError:
+        worker.cancel(job)
+        raise
 
 
 async def languages(request: Request) -> JSONResponse:
@@ -257,6 +267,12 @@ async def ready(request: Request) -> JSONResponse:
 
 
 async def metrics(request: Request) -> Response:
+    token = request.app.state.server.metrics_token
+    if token is not None:  # as LibreTranslate's --metrics-auth-token
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HttpError(401, "Unauthorized: /metrics needs Authorization: Bearer TOKEN",
+                            {"WWW-Authenticate": "Bearer"})
     return Response(generate_latest(request.app.state.server.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -308,34 +324,78 @@ async def native_translate(request: Request) -> JSONResponse:
 
 
 async def _body(request: Request) -> dict:
-    """The fields of a JSON body, or of a form (LibreTranslate's clients send either)."""
+    """The fields of a JSON body, or of a form and the query string (LibreTranslate's clients send either; it
+    reads a form's fields and the query string's alike)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     raw = await request.body()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise HttpError(400, "Invalid request: the body is not valid UTF-8") from None
+    query = _fields(request.query_params)
     if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        form = await request.form()
-        fields = {key: form.getlist(key) for key in form.keys()}
-        return {key: values if key == "q" and len(values) > 1 else values[0] for key, values in fields.items()}
+        try:
+            form = await request.form()
+        except HTTPException as e:  # Starlette's limits: 1,000 fields, 1 MB a field
+            raise HttpError(400, f"Invalid request: {e.detail}") from None
+        body = {**_fields(form), **query}
+    elif text.strip():
+        body = _json_object(text)
+    else:
+        body = query
+    _check_text(body)
+    return body
+
+
+def _fields(multi) -> dict:
+    """A form's or query string's fields: each field's value, and `q` given more than once as a list."""
+    fields = {key: multi.getlist(key) for key in multi.keys()}
+    return {key: values if key == "q" and len(values) > 1 else values[0] for key, values in fields.items()}
+
+
+def _json_object(text: str) -> dict:
     try:
-        body = json.loads(text) if text.strip() else {}
+        body = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
     except json.JSONDecodeError as e:
         raise HttpError(400, f"Invalid request: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise HttpError(400, "Invalid request: the JSON body is nested too deeply") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise HttpError(400, f"Invalid request: malformed JSON ({e})") from None
     if not isinstance(body, dict):
         raise HttpError(400, "Invalid request: the JSON body must be an object")
     return body
+
+
+def _not_a_number(name: str):
+    raise HttpError(400, f"Invalid request: {name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise HttpError(400, f"Invalid request: {text[:40]} is too large a number")
+    return number
+
+
+def _check_text(body: dict) -> None:
+    """A 400 for a field holding a lone surrogate (JSON's "\\ud800"): text that is not Unicode."""
+    for key, value in body.items():
+        try:
+            json.dumps([key, value], ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise HttpError(400, f"Invalid request: field {ascii(key)} holds a lone surrogate, not Unicode "
+                                 "text") from None
 
 
 def _int_field(body: dict, name: str, default: int, low: int, high: int) -> int:
     value = body.get(name, default)
     try:
         number = int(value)
-    except (TypeError, ValueError):
-        raise HttpError(400, f"Invalid request: {name} must be an integer, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise HttpError(400, f"Invalid request: {name} must be an integer, got {str(value)[:40]!r}") from None
     if isinstance(value, bool) or not low <= number <= high or (isinstance(value, float) and value != number):
-        raise HttpError(400, f"Invalid request: {name} must be an integer from {low} to {high}, got {value!r}")
+        raise HttpError(400, f"Invalid request: {name} must be an integer from {low} to {high}, got {str(value)[:40]!r}")
     return number
 
 
@@ -348,20 +408,6 @@ def _bool_field(body: dict, name: str) -> bool:
     return value
 
 
-def _glossary(value) -> dict[str, str]:
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise HttpError(400, "Invalid request: glossary must be an object of source term -> target term") from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
-                                              for k, v in value.items()):
-        raise HttpError(400, "Invalid request: glossary must be an object of source term -> target term")
-    return {k.strip(): v.strip() for k, v in value.items()}
-
-
 def _route(handler, endpoint: str):
     """`handler` with one log line per request (no text unless asked), metrics and JSON errors."""
     async def run(request: Request) -> Response:
@@ -371,6 +417,12 @@ def _route(handler, endpoint: str):
             response = await handler(request)
         except HttpError as e:
             response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+        except ClientDisconnect:  # left before its body was in: counted as 499, nothing to answer
+            response = JSONResponse({"error": "client closed the request"}, status_code=499)
+        except asyncio.CancelledError:  # uvicorn cancels what is left when the shutdown grace period is over
+            server.closed_unanswered += 1
+            response = JSONResponse({"error": "the server is shutting down"}, status_code=503,
+                                    headers={"Connection": "close"})
         except Exception as e:  # a fault of the server: logged, a one-line 500 for the client
             print(f"mt serve: error in {endpoint}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             response = JSONResponse({"error": "internal server error"}, status_code=500)
@@ -384,7 +436,7 @@ def _route(handler, endpoint: str):
     return run
 
 
-def create_app(server: Server) -> Starlette:
+def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
     routes = [Route("/translate", _route(translate, "/translate"), methods=["POST"]),
               Route("/languages", _route(languages, "/languages"), methods=["GET", "POST"]),
               Route("/health", _route(health, "/health"), methods=["GET"]),
@@ -394,6 +446,14 @@ def create_app(server: Server) -> Starlette:
               Route("/", _route(web_page, "/"), methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
     app.state.server = server
+    http = http or HttpSettings()
+
+    def rejected(path: str, status: int) -> None:
+        server.metrics.requests.labels(path if path in ENDPOINTS else "other", str(status)).inc()
+    app.add_middleware(BodyLimit, max_body_bytes=http.body_limit(server.limits.max_chars),
+                       read_timeout=http.read_timeout, rejected=rejected)
+    if origins := http.allowed_origins():  # as LibreTranslate: any origin by default; outermost, so errors carry it
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     return app
 
 
@@ -432,6 +492,7 @@ class ServeSettings:
     log_text: bool = False
     threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
     parallel_batches: int = 1  # exported models on a CPU: batches CTranslate2 decodes at once
+    http: HttpSettings = field(default_factory=HttpSettings)
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
@@ -459,7 +520,8 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     except BaseException:
         decoder.stop()
         raise
-    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True)
+    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True,
+                  metrics_token=settings.http.metrics_token)
 
 
 def serve(server: Server, settings: ServeSettings) -> None:
@@ -484,9 +546,25 @@ def serve(server: Server, settings: ServeSettings) -> None:
                 port = self.servers[0].sockets[0].getsockname()[1] if self.servers else settings.port
                 print(f"mt serve: ready at http://{settings.host}:{port}", file=sys.stderr, flush=True)
 
-    config = uvicorn.Config(create_app(server), host=settings.host, port=settings.port, log_level="warning",
-                            access_log=False, lifespan="off")
+    http = settings.http
+    config = uvicorn.Config(create_app(server, http), host=settings.host, port=settings.port, log_level="warning",
+                            access_log=False, lifespan="off", http=guarded_protocol(http.read_timeout),
+                            timeout_keep_alive=http.keep_alive_timeout, timeout_graceful_shutdown=http.shutdown_grace)
     try:
         ReadyLine(config).run()
     finally:
+        _stop_decoding(server)
+
+
+def _stop_decoding(server: Server) -> None:
+    """Let the decode thread finish what it accepted; after a shutdown that closed requests past its grace
+    period, at most a few seconds more (what they had decoding is dropped with the process), and exit 1."""
+    if not server.closed_unanswered:
         server.decoder.stop()
+        return
+    print(f"mt serve: shutdown grace period over: closed {server.closed_unanswered} request(s) with 503",
+          file=sys.stderr, flush=True)
+    stopping = threading.Thread(target=server.decoder.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=STOP_AFTER_GRACE_S)
+    os._exit(1)

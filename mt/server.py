@@ -40,7 +40,9 @@ from mt.decoding import Hypothesis, Translator
 from mt.errors import MtError
 from mt.glossary import glossary_chars, read_glossary, terms_per_sentence
 from mt.http_limits import BodyLimit, HttpError, HttpSettings, guarded_protocol
-from mt.segments import joined, split_html, split_text
+from mt.long_sentences import fit_to_model, joined_translations
+from mt.html_markup import split_html
+from mt.segments import joined, split_text
 from mt.serving import DecodeThread, DecodeWorker, Overloaded, StepStats
 from mt.translate import LineFormat, line_text
 from mt.translators import load_translator
@@ -204,20 +206,21 @@ async def _translate_texts(request: Request, served: ServedModel, sentences: lis
     opts = search_options(tr.cfg.decode, nbest)
     terms = await run_in_threadpool(terms_per_sentence, sentences, glossary) if glossary else [()] * len(sentences)
     lines = [LineText(s.strip(), i, terms=t) for i, (s, t) in enumerate(zip(sentences, terms))]
-    hyps = await _decode(request, served, lines, opts, nbest)
+    hyps, _ = await _decode(request, served, lines, opts, nbest)
     return [[t.text for t in per] for per in hyps]
 
 
 async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
                   alignment: bool = False):
     """Translations of `lines` (mt.decode.Translation per hypothesis), decoded by the worker beside every other
-    request's sentences; a client that disconnects releases its sentences."""
+    request's sentences, and the pieces each line was cut into (mt/long_sentences.py: 1 for a line that fits
+    the model); a client that disconnects releases its sentences."""
     server: Server = request.app.state.server
     tr = served.translator
     if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
-    encoded = await run_in_threadpool(encode_lines, tr, lines)
+    lines, owners, encoded = await run_in_threadpool(fit_to_model, tr, lines)
     requests = sentence_requests(encoded, opts, nbest, tr.backend.max_positions)
     todo = [r for r in requests if r is not None]
     try:
@@ -230,7 +233,8 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
         hyps.append(next(given) if r is not None else [Hypothesis([], 0.0, 0.0)])
     server.metrics.sentences.inc(len(todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
-    return await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)
+    found = await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)
+    return joined_translations(found, owners, [line.source for line in lines])
 
 
 async def _wait_or_release(request: Request, worker: DecodeWorker, job):
@@ -313,10 +317,11 @@ async def native_translate(request: Request) -> JSONResponse:
         raise HttpError(400, "Invalid request: constraints need beam search; they do not combine with sampling")
     fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
     texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]
-    found = await _decode(request, served, texts, search_options(opts, nbest), nbest, flags["alignment"])
+    found, pieces = await _decode(request, served, texts, search_options(opts, nbest), nbest, flags["alignment"])
     results = [{"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
                                             **({"alignment": t.alignment} if t.alignment is not None else {})}
-                                           for t in per]} for i, per in enumerate(found)]
+                                           for t in per], **({"split_into": n} if n > 1 else {})}
+               for i, (per, n) in enumerate(zip(found, pieces))]
     return JSONResponse({"results": results})
 
 

@@ -26,9 +26,8 @@ ORIGIN = "https://app.example"
 
 
 @pytest.fixture(scope="module")
-def checkpoint():  # TEMP-LOCAL
-    from pathlib import Path
-    return Path("/tmp/srv-tiny/checkpoint_last.pt")
+def checkpoint(trained_tiny):
+    return trained_tiny / "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="module")

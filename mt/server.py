@@ -37,6 +37,7 @@ from starlette.routing import Route
 from mt.config import decode_with
 from mt.decode import LineText, encode_lines, search_options, sentence_requests, translations
 from mt.decoding import Hypothesis, Translator
+from mt.detection import detect
 from mt.errors import MtError
 from mt.glossary import glossary_chars, read_glossary, terms_per_sentence
 from mt.http_limits import BodyLimit, HttpError, HttpSettings, guarded_protocol
@@ -53,7 +54,8 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
                   "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
                   "zh": "Chinese"}
-ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/")
+ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
+             "/frontend/settings")
 STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
 NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
                   "temperature", "seed")
@@ -143,9 +145,6 @@ class Server:
     closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
 
     def model(self, source, target) -> ServedModel:
-        if source == "auto":
-            raise HttpError(400, "source: auto needs language detection, which mt does not do; give the source "
-                                 "language code (see /languages)")
         if not isinstance(source, str) or not isinstance(target, str):
             raise HttpError(400, "Invalid request: missing source or target parameter")
         served = self.models.get((source, target))
@@ -179,7 +178,8 @@ async def translate(request: Request) -> JSONResponse:
     if fmt not in ("text", "html"):
         raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
     alternatives = _int_field(body, "alternatives", 0, 0, 10)
-    served = server.model(body.get("source"), body.get("target"))
+    detected = await _detected(server, texts) if body.get("source") == "auto" else None
+    served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
     pieces = await run_in_threadpool(lambda: [split_html(t) if fmt == "html" else split_text(t) for t in texts])
     sentences = [p.text for per in pieces for p in per if p.translate]
     if len(sentences) > server.limits.max_sentences:
@@ -195,7 +195,49 @@ async def translate(request: Request) -> JSONResponse:
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if alternatives:
         answer["alternatives"] = alts if isinstance(q, list) else alts[0]
+    if detected:
+        answer["detectedLanguage"] = [detected] * len(texts) if isinstance(q, list) else detected
     return JSONResponse(answer)
+
+
+async def _detected(server: Server, texts: list[str]) -> dict:
+    """LibreTranslate's `detectedLanguage` for `source: "auto"`: the most probable served source language of
+    the request's texts together."""
+    found = await run_in_threadpool(detect, "\n".join(texts), {s for s, _ in server.models})
+    if not found:
+        raise HttpError(400, "source: auto: none of the served source languages can be detected; give the source "
+                             "language code (see /languages)")
+    return {"confidence": found[0][1], "language": found[0][0]}
+
+
+async def detect_language(request: Request) -> JSONResponse:
+    """LibreTranslate's `POST /detect`: `q` -> [{"confidence": 92.0, "language": "de"}, ...], the served source
+    languages, most probable first (a list of such lists for a list `q`)."""
+    server: Server = request.app.state.server
+    body = await _body(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    q = body.get("q")
+    texts = q if isinstance(q, list) else [q]
+    if q is None or q == "" or q == [] or not all(isinstance(t, str) for t in texts):
+        raise HttpError(400, "Invalid request: missing q parameter (a string or a list of strings)")
+    if sum(len(t) for t in texts) > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: request exceeds text limit ({server.limits.max_chars})")
+    sources = {s for s, _ in server.models}
+    found = await run_in_threadpool(lambda: [[{"confidence": c, "language": code} for code, c in detect(t, sources)]
+                                             for t in texts])
+    return JSONResponse(found if isinstance(q, list) else found[0])
+
+
+async def frontend_settings(request: Request) -> JSONResponse:
+    """LibreTranslate's `GET /frontend/settings`, which its web clients read first."""
+    server: Server = request.app.state.server
+    keys, target = server.api_keys is not None, sorted(t for _, t in server.models)[0]
+    return JSONResponse({"charLimit": server.limits.max_chars, "frontendTimeout": 500, "apiKeys": keys,
+                         "keyRequired": keys, "suggestions": False, "filesTranslation": False,
+                         "supportedFilesFormat": [],
+                         "language": {"source": {"code": "auto", "name": "Auto Detect"},
+                                      "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}})
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,
@@ -448,6 +490,8 @@ def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
               Route("/ready", _route(ready, "/ready"), methods=["GET"]),
               Route("/metrics", _route(metrics, "/metrics"), methods=["GET"]),
               Route("/mt/translate", _route(native_translate, "/mt/translate"), methods=["POST"]),
+              Route("/detect", _route(detect_language, "/detect"), methods=["POST"]),
+              Route("/frontend/settings", _route(frontend_settings, "/frontend/settings"), methods=["GET"]),
               Route("/", _route(web_page, "/"), methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
     app.state.server = server

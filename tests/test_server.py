@@ -253,7 +253,6 @@ def test_a_glossary_makes_its_target_terms_appear(server, checkpoint):
     (b'{"q": "", "source": "de", "target": "en"}', "application/json", "missing q"),
     (b'{"q": "Hallo", "target": "en"}', "application/json", "source"),
     (b'{"q": "Hallo", "source": "fr", "target": "en"}', "application/json", "fr-en is not available"),
-    (b'{"q": "Hallo", "source": "auto", "target": "en"}', "application/json", "auto needs language detection"),
     (b'{"q": "Hallo", "source": "de", "target": "en", "format": "xml"}', "application/json", "format"),
     (b'{"q": "Hallo", "source": "de", "target": "en", "alternatives": "x"}', "application/json", "alternatives"),
     (b'{"q": "Hallo", "source": "de", "target": "en", "glossary": ["a"]}', "application/json", "glossary"),

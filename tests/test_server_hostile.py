@@ -309,3 +309,20 @@ def test_html_edge_cases_come_back_as_sent(server, checkpoint):
     assert answer.json() == {"translatedText": (f'<P CLASS = "x" >{escaped[0]}</P ><![CDATA[ x < y ]]><?pi x?>\n'
                                                 f'<script>var a = "<b>";</script><b>{escaped[1]}</b> '
                                                 "<!-- an unclosed comment, not translated")}
+
+
+def test_source_auto_detect_and_frontend_settings_answer_as_libretranslate_does(server, checkpoint):
+    line = single_sentence_lines(1)[0]
+    expected = translate_offline(checkpoint, [line])[0]
+    answer = server.post("/translate", json={"q": line, "source": "auto", "target": "en"}).json()
+    assert answer["translatedText"] == expected and answer["detectedLanguage"]["language"] == "de"
+    assert 50 < answer["detectedLanguage"]["confidence"] <= 100
+    listed = server.post("/translate", data={"q": [line, line], "source": "auto", "target": "en"}).json()
+    assert listed["translatedText"] == [expected] * 2 and len(listed["detectedLanguage"]) == 2
+    detected = server.post("/detect", data={"q": "Das ist ein kleines Haus und wir gehen nach Hause."}).json()
+    assert [d["language"] for d in detected] == ["de"] and detected[0]["confidence"] > 90
+    assert server.post("/detect", json={}).status_code == 400
+    settings = server.get("/frontend/settings").json()
+    assert settings["charLimit"] == 20000 and settings["keyRequired"] is False
+    assert settings["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
+                                    "target": {"code": "en", "name": "English"}}

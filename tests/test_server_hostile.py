@@ -31,6 +31,13 @@ def checkpoint(trained_tiny):
 
 
 @pytest.fixture(scope="module")
+def offline(checkpoint) -> dict[str, str]:
+    """`mt translate` of the first two one-sentence dev lines, line -> translation (one process for the file)."""
+    lines = single_sentence_lines(2)
+    return dict(zip(lines, translate_offline(checkpoint, lines)))
+
+
+@pytest.fixture(scope="module")
 def server(checkpoint):
     """Open to every origin (the default), with short timeouts and a /metrics token."""
     running = RunningServer(checkpoint, "--read-timeout", "2", "--keep-alive-timeout", "1",
@@ -201,9 +208,8 @@ def test_an_api_key_that_is_not_a_string_is_a_403(keyed, key):
     assert response.status_code == 403 and response.json() == {"error": "Invalid API key"}
 
 
-def test_deep_translators_libretranslator_sends_the_query_string(server, keyed, checkpoint):
-    line = single_sentence_lines(1)[0]
-    expected = translate_offline(checkpoint, [line])[0]
+def test_deep_translators_libretranslator_sends_the_query_string(server, keyed, offline):
+    line, expected = next(iter(offline.items()))
     for running, key in ((server, "anything"), (keyed, "alpha")):
         client = LibreTranslator(source="de", target="en", api_key=key, custom_url=running.url + "/")
         assert client.translate(line) == expected
@@ -301,9 +307,8 @@ def test_an_overlong_sentence_is_split_at_its_clause_boundary_and_joined_back(se
     assert answer["results"][0]["split_into"] >= 3
 
 
-def test_html_edge_cases_come_back_as_sent(server, checkpoint):
-    words = single_sentence_lines(2)
-    expected = translate_offline(checkpoint, words)
+def test_html_edge_cases_come_back_as_sent(server, offline):
+    words, expected = list(offline), list(offline.values())
     escaped = [e.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for e in expected]
     document = (f'<P CLASS = "x" >{words[0]}</P ><![CDATA[ x < y ]]><?pi x?>\n<script>var a = "<b>";</script>'
                 f"<b>{words[1]}</b> <!-- an unclosed comment, not translated")
@@ -313,9 +318,8 @@ def test_html_edge_cases_come_back_as_sent(server, checkpoint):
                                                 "<!-- an unclosed comment, not translated")}
 
 
-def test_source_auto_detect_and_frontend_settings_answer_as_libretranslate_does(server, checkpoint):
-    line = single_sentence_lines(1)[0]
-    expected = translate_offline(checkpoint, [line])[0]
+def test_source_auto_detect_and_frontend_settings_answer_as_libretranslate_does(server, offline):
+    line, expected = next(iter(offline.items()))
     answer = server.post("/translate", json={"q": line, "source": "auto", "target": "en"}).json()
     assert answer["translatedText"] == expected and answer["detectedLanguage"]["language"] == "de"
     assert 50 < answer["detectedLanguage"]["confidence"] <= 100

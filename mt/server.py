@@ -14,7 +14,6 @@ import contextlib
 import functools
 import hmac
 import json
-import math
 import os
 import signal
 import sys
@@ -42,6 +41,7 @@ from mt.errors import MtError
 from mt.glossary import glossary_chars, read_glossary, terms_per_sentence
 from mt.http_limits import BodyLimit, HttpError, HttpSettings, guarded_protocol
 from mt.long_sentences import fit_to_model, joined_translations
+from mt.request_fields import bool_field, int_field, request_fields
 from mt.html_markup import split_html
 from mt.segments import joined, split_text
 from mt.serving import DecodeThread, DecodeWorker, Overloaded, StepStats
@@ -159,7 +159,7 @@ class Server:
 
 async def translate(request: Request) -> JSONResponse:
     server: Server = request.app.state.server
-    body = await _body(request)
+    body = await request_fields(request)
     if server.api_keys is not None:
         server.api_keys.check(body.get("api_key"))
     q = body.get("q")
@@ -177,7 +177,7 @@ async def translate(request: Request) -> JSONResponse:
     fmt = body.get("format", "text")
     if fmt not in ("text", "html"):
         raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
-    alternatives = _int_field(body, "alternatives", 0, 0, 10)
+    alternatives = int_field(body, "alternatives", 0, 0, 10)
     detected = await _detected(server, texts) if body.get("source") == "auto" else None
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
     pieces = await run_in_threadpool(lambda: [split_html(t) if fmt == "html" else split_text(t) for t in texts])
@@ -214,7 +214,7 @@ async def detect_language(request: Request) -> JSONResponse:
     """LibreTranslate's `POST /detect`: `q` -> [{"confidence": 92.0, "language": "de"}, ...], the served source
     languages, most probable first (a list of such lists for a list `q`)."""
     server: Server = request.app.state.server
-    body = await _body(request)
+    body = await request_fields(request)
     if server.api_keys is not None:
         server.api_keys.check(body.get("api_key"))
     q = body.get("q")
@@ -336,7 +336,7 @@ async def native_translate(request: Request) -> JSONResponse:
     "sampling", "seed", ..., "scores", "prefix", "constraints", "alignment"} -> {"results": [what
     `--output-format json` writes for each line]}."""
     server: Server = request.app.state.server
-    body = await _body(request)
+    body = await request_fields(request)
     if server.api_keys is not None:
         server.api_keys.check(body.get("api_key"))
     lines = body.get("lines")
@@ -347,8 +347,8 @@ async def native_translate(request: Request) -> JSONResponse:
     if sum(len(line) for line in lines) > server.limits.max_chars:
         raise HttpError(400, f"Invalid request: lines exceed the text limit ({server.limits.max_chars})")
     served = server.model(body.get("source"), body.get("target"))
-    nbest = _int_field(body, "nbest", 1, 1, 100)
-    flags = {name: _bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
+    nbest = int_field(body, "nbest", 1, 1, 100)
+    flags = {name: bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
     if flags["prefix"] and flags["constraints"]:
         raise HttpError(400, "Invalid request: prefix and constraints both read the lines' tab-separated fields")
     try:
@@ -368,91 +368,6 @@ async def native_translate(request: Request) -> JSONResponse:
 
 
 # ---------------------------------------------------------------- requests and errors
-
-
-async def _body(request: Request) -> dict:
-    """The fields of a JSON body, or of a form and the query string (LibreTranslate's clients send either; it
-    reads a form's fields and the query string's alike)."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    raw = await request.body()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise HttpError(400, "Invalid request: the body is not valid UTF-8") from None
-    query = _fields(request.query_params)
-    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        try:
-            form = await request.form()
-        except HTTPException as e:  # Starlette's limits: 1,000 fields, 1 MB a field
-            raise HttpError(400, f"Invalid request: {e.detail}") from None
-        body = {**_fields(form), **query}
-    elif text.strip():
-        body = _json_object(text)
-    else:
-        body = query
-    _check_text(body)
-    return body
-
-
-def _fields(multi) -> dict:
-    """A form's or query string's fields: each field's value, and `q` given more than once as a list."""
-    fields = {key: multi.getlist(key) for key in multi.keys()}
-    return {key: values if key == "q" and len(values) > 1 else values[0] for key, values in fields.items()}
-
-
-def _json_object(text: str) -> dict:
-    try:
-        body = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
-    except json.JSONDecodeError as e:
-        raise HttpError(400, f"Invalid request: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise HttpError(400, "Invalid request: the JSON body is nested too deeply") from None
-    except ValueError as e:  # an integer of more than 4,300 digits
-        raise HttpError(400, f"Invalid request: malformed JSON ({e})") from None
-    if not isinstance(body, dict):
-        raise HttpError(400, "Invalid request: the JSON body must be an object")
-    return body
-
-
-def _not_a_number(name: str):
-    raise HttpError(400, f"Invalid request: {name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise HttpError(400, f"Invalid request: {text[:40]} is too large a number")
-    return number
-
-
-def _check_text(body: dict) -> None:
-    """A 400 for a field holding a lone surrogate (JSON's "\\ud800"): text that is not Unicode."""
-    for key, value in body.items():
-        try:
-            json.dumps([key, value], ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise HttpError(400, f"Invalid request: field {ascii(key)} holds a lone surrogate, not Unicode "
-                                 "text") from None
-
-
-def _int_field(body: dict, name: str, default: int, low: int, high: int) -> int:
-    value = body.get(name, default)
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
-        raise HttpError(400, f"Invalid request: {name} must be an integer, got {str(value)[:40]!r}") from None
-    if isinstance(value, bool) or not low <= number <= high or (isinstance(value, float) and value != number):
-        raise HttpError(400, f"Invalid request: {name} must be an integer from {low} to {high}, got {str(value)[:40]!r}")
-    return number
-
-
-def _bool_field(body: dict, name: str) -> bool:
-    value = body.get(name, False)
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
-    if not isinstance(value, bool):
-        raise HttpError(400, f"Invalid request: {name} must be true or false, got {value!r}")
-    return value
 
 
 def _route(handler, endpoint: str):

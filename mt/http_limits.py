@@ -87,9 +87,8 @@ class BodyLimit:
             if state["done"]:  # the body is in: waiting for a disconnect has no deadline
                 return await receive()
             try:
-                async with asyncio.timeout_at(deadline):
-                    message = await receive()
-            except TimeoutError:
+                message = await asyncio.wait_for(receive(), max(deadline - asyncio.get_running_loop().time(), 0))
+            except asyncio.TimeoutError:
                 raise HttpError(408, f"Request body not received within {self.read_timeout:g} s",
                                 {"Connection": "close"}) from None
             if message["type"] == "http.request":

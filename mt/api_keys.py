@@ -33,9 +33,10 @@ class ApiKeys:
             keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
         return cls(keys)
 
-    def check(self, key: str | None) -> None:
-        """A request with `key`: 403 for an unknown key, 429 over its requests in the last minute."""
-        if key not in self.per_minute:
+    def check(self, key) -> None:
+        """A request with `key`: 403 for an unknown key or one that is not a string, 429 over its requests in the
+        last minute."""
+        if not isinstance(key, str) or key not in self.per_minute:
             raise HttpError(403, "Invalid API key")
         limit, now = self.per_minute[key], time.monotonic()
         recent = self.recent.setdefault(key, deque())

@@ -359,16 +359,32 @@ def serve(
                                          "0: torch's default (the cores).")] = 0,
     parallel_batches: Annotated[int, typer.Option(min=1, help="Exported models on a CPU: batches CTranslate2 "
                                                   "decodes at once, each on threads / N threads.")] = 1,
+    max_body_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a request body; more: 413 "
+                                                          "(default: 12 per --max-chars character + 64 KiB).")] = None,
+    read_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds a request may take to arrive "
+                                                          "whole, from its first byte; more: 408.")] = None,
+    keep_alive_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds an idle connection is "
+                                                                "kept open for its next request.")] = None,
+    shutdown_grace: Annotated[Optional[float], typer.Option(min=0, help="Seconds SIGTERM waits for requests in "
+                                                            "progress; then they are closed and mt exits 1.")] = None,
+    cors_origins: Annotated[Optional[str], typer.Option(help="Origins whose web pages may call the API: *, a "
+                                                        "comma-separated list, or none.")] = None,
+    metrics_auth_token: Annotated[Optional[str], typer.Option(envvar="MT_METRICS_AUTH_TOKEN", help="/metrics needs "
+                                                              "`Authorization: Bearer TOKEN`.")] = None,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
+    from mt.http_limits import HttpSettings
     from mt.served_models import Limits, ModelSpec, ServeSettings, load_server
     from mt.server import serve as run
 
     _check_device(device)
     _check_port(host, port)
     specs = [ModelSpec.parse(text) for text in model]
+    given = {"max_body_bytes": max_body_bytes, "read_timeout": read_timeout, "keep_alive_timeout": keep_alive_timeout,
+             "shutdown_grace": shutdown_grace, "cors_origins": cors_origins, "metrics_token": metrics_auth_token}
+    http = HttpSettings(**{name: value for name, value in given.items() if value is not None})
     settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
-                             batching, log_text, threads, parallel_batches)
+                             batching, log_text, threads, parallel_batches, http)
     run(load_server(specs, settings, _warn), settings)
 
 

@@ -309,6 +309,8 @@ class GreedySearch:
                 self.cache.keep(keep)
         self.rows = n_going
         self.last = best[:, None]
+        if n_going == 0:  # an empty search holds no buffers (a server's idle search kept its last batch's cache)
+            self.live = self.cache = self.tokens = self.log_prob = self.prefix = None
         return ended
 
     def _ended(self, ends: torch.Tensor) -> Ended:
@@ -525,6 +527,7 @@ class BeamSearch:
         ended = self._ended(done) if n_going < self.sentences else []
         if n_going == 0:
             self.sentences = 0
+            self._free()
             return ended
         rows = torch.arange(done.size(0), device=done.device)[:, None] * k + live.beam  # (N, K)
         score, token = live.score, live.token
@@ -558,3 +561,7 @@ class BeamSearch:
 
     def _ended(self, done: torch.Tensor) -> Ended:
         return list(zip(self.live.ids[done].tolist(), self.finished.rows(done).hypotheses(self.nbest)))
+
+    def _free(self) -> None:
+        """An empty search holds no buffers (a server's idle search kept its last batch's cache alive)."""
+        self.live = self.cache = self.tokens = self.finished = self.prefix = self.score = self.last = None

@@ -1,11 +1,10 @@
 """Text as the server receives it, cut into what the model translates and what stays: sentences and the
-whitespace between them, or an HTML document's text and its markup.
+whitespace between them (an HTML document's text and markup: mt/html_markup.py).
 
 `split_text` keeps every character: joining the pieces back, each sentence replaced by its translation, gives
 the translated text with the request's own line breaks and spacing. A sentence ends at . ! ? or … followed by
 whitespace (a rule, not a model: "z.B. hier" is cut after "z.B."; LibreTranslate's sentence splitter is a model
-and makes fewer such cuts). In HTML the text between tags is translated piece by piece and the tags, comments,
-and the contents of script and style stay as they are.
+and makes fewer such cuts).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from html.parser import HTMLParser
 
 SENTENCE_END = re.compile(r"(?<=[.!?…])(\s+)")
 LINE_BREAK = re.compile(r"(\s*\n\s*)")
@@ -51,54 +49,6 @@ def _strip_parts(text: str) -> tuple[str, str, str]:
         return text, "", ""
     start = text.index(body)
     return text[:start], body, text[start + len(body):]
-
-
-def split_html(document: str) -> list[Piece]:
-    """Markup kept, the text between tags split as `split_text` splits it."""
-    splitter = _HtmlSplitter()
-    splitter.feed(document)
-    splitter.close()
-    return splitter.pieces
-
-
-class _HtmlSplitter(HTMLParser):
-    """Every piece of the document in order: markup verbatim (`get_starttag_text`, the end tag), the text between
-    tags, unescaped, as sentences (to be escaped again when joined: `joined(..., escape=True)`)."""
-
-    RAW = {"script", "style"}
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)  # text arrives unescaped; the server escapes translations
-        self.pieces: list[Piece] = []
-        self.raw_depth = 0
-
-    def handle_starttag(self, tag, attrs):
-        self.pieces.append(Piece(self.get_starttag_text() or "", False))
-        if tag in self.RAW:
-            self.raw_depth += 1
-
-    def handle_startendtag(self, tag, attrs):
-        self.pieces.append(Piece(self.get_starttag_text() or "", False))
-
-    def handle_endtag(self, tag):
-        self.pieces.append(Piece(f"</{tag}>", False))
-        if tag in self.RAW and self.raw_depth:
-            self.raw_depth -= 1
-
-    def handle_data(self, data):
-        self.pieces += [Piece(data, False)] if self.raw_depth else split_text(data)
-
-    def handle_comment(self, data):
-        self.pieces.append(Piece(f"<!--{data}-->", False))
-
-    def handle_decl(self, decl):
-        self.pieces.append(Piece(f"<!{decl}>", False))
-
-    def handle_pi(self, data):
-        self.pieces.append(Piece(f"<?{data}>", False))
-
-    def unknown_decl(self, data):
-        self.pieces.append(Piece(f"<![{data}]>", False))
 
 
 def joined(pieces: list[Piece], translations: list[str], escape: bool = False) -> str:

@@ -13,6 +13,7 @@ from mt.api_keys import ApiKeys
 from mt.decode_thread import DecodeThread, DecodeWorker
 from mt.decoding import Translator
 from mt.errors import HttpError, MtError
+from mt.http_limits import HttpSettings
 from mt.lines import LineBatch, LineText, encode_lines
 from mt.loading import load_translator
 from mt.serve_metrics import Metrics
@@ -31,6 +32,8 @@ class Limits:
     max_chars: int = 20_000  # characters of `q` per request
     max_sentences: int = 500  # sentences (or lines of the native endpoint) per request
     max_queued_tokens: int = 100_000  # source tokens waiting or decoding, over all requests of a model
+    max_glossary_terms: int = 1_000  # entries of a request's glossary
+    max_term_chars: int = 200  # characters of a glossary term
 
 
 @dataclass
@@ -42,11 +45,10 @@ class Server:
     api_keys: ApiKeys | None = None
     log_text: bool = False
     ready: bool = False
+    metrics_token: str | None = None  # /metrics needs `Authorization: Bearer TOKEN` when set
+    closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
 
     def model(self, source, target) -> ServedModel:
-        if source == "auto":
-            raise HttpError(400, "source: auto needs language detection, which mt does not do; give the source "
-                                 "language code (see /languages)")
         if not isinstance(source, str) or not isinstance(target, str):
             raise HttpError(400, "Invalid request: missing source or target parameter")
         served = self.models.get((source, target))
@@ -87,6 +89,7 @@ class ServeSettings:
     log_text: bool = False
     threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
     parallel_batches: int = 1  # exported models on a CPU: batches CTranslate2 decodes at once
+    http: HttpSettings = field(default_factory=HttpSettings)  # body limit, timeouts, CORS, the /metrics token
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
@@ -115,4 +118,5 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     except BaseException:
         decoder.stop()
         raise
-    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True)
+    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True,
+                  metrics_token=settings.http.metrics_token)

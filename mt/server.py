@@ -12,25 +12,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hmac
 import json
-import re
+import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from mt.config import decode_with
 from mt.decode_thread import DecodeWorker, Overloaded
+from mt.detection import detect
 from mt.errors import HttpError, MtError
-from mt.lines import LineBatch, LineText, encode_lines, translations
-from mt.segments import joined, split_html, split_text
+from mt.glossary import glossary_chars, read_glossary, terms_per_sentence
+from mt.html_markup import split_html
+from mt.http_limits import BodyLimit, HttpSettings, guarded_protocol
+from mt.lines import LineBatch, LineText, translations
+from mt.long_sentences import fit_to_model, joined_translations
+from mt.request_fields import bool_field, int_field, request_fields
+from mt.segments import joined, split_text
 from mt.served_models import ServedModel, Server, ServeSettings
 from mt.translate import LineFormat, line_text
 
@@ -40,6 +50,9 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
                   "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
                   "zh": "Chinese"}
+ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
+             "/frontend/settings")
+STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
 NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
                   "temperature", "seed")
 
@@ -49,7 +62,7 @@ NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens"
 
 async def translate(request: Request) -> JSONResponse:
     server: Server = request.app.state.server
-    body = await _body(request)
+    body = await request_fields(request)
     if server.api_keys is not None:
         server.api_keys.check(body.get("api_key"))
     q = body.get("q")
@@ -58,16 +71,19 @@ async def translate(request: Request) -> JSONResponse:
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
         raise HttpError(400, "Invalid request: q must be a string or a list of strings")
-    if sum(len(t) for t in texts) > server.limits.max_chars:
-        raise HttpError(400, f"Invalid request: request ({sum(len(t) for t in texts)} characters) exceeds text limit "
-                             f"({server.limits.max_chars})")
+    limits = server.limits
+    glossary = read_glossary(body.get("glossary"), limits.max_glossary_terms, limits.max_term_chars)
+    chars = sum(len(t) for t in texts) + glossary_chars(glossary)
+    if chars > limits.max_chars:
+        raise HttpError(400, f"Invalid request: request ({chars} characters, glossary included) exceeds text limit "
+                             f"({limits.max_chars})")
     fmt = body.get("format", "text")
     if fmt not in ("text", "html"):
         raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
-    alternatives = _int_field(body, "alternatives", 0, 0, 10)
-    glossary = _glossary(body.get("glossary"))
-    served = server.model(body.get("source"), body.get("target"))
-    pieces = [split_html(t) if fmt == "html" else split_text(t) for t in texts]
+    alternatives = int_field(body, "alternatives", 0, 0, 10)
+    detected = await _detected(server, texts) if body.get("source") == "auto" else None
+    served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
+    pieces = await run_in_threadpool(lambda: [split_html(t) if fmt == "html" else split_text(t) for t in texts])
     sentences = [p.text for per in pieces for p in per if p.translate]
     if len(sentences) > server.limits.max_sentences:
         raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
@@ -82,34 +98,74 @@ async def translate(request: Request) -> JSONResponse:
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if alternatives:
         answer["alternatives"] = alts if isinstance(q, list) else alts[0]
+    if detected:
+        answer["detectedLanguage"] = [detected] * len(texts) if isinstance(q, list) else detected
     return JSONResponse(answer)
+
+
+async def _detected(server: Server, texts: list[str]) -> dict:
+    """LibreTranslate's `detectedLanguage` for `source: "auto"`: the most probable served source language of
+    the request's texts together."""
+    found = await run_in_threadpool(detect, "\n".join(texts), {s for s, _ in server.models})
+    if not found:
+        raise HttpError(400, "source: auto: none of the served source languages can be detected; give the source "
+                             "language code (see /languages)")
+    return {"confidence": found[0][1], "language": found[0][0]}
+
+
+async def detect_language(request: Request) -> JSONResponse:
+    """LibreTranslate's `POST /detect`: `q` -> [{"confidence": 92.0, "language": "de"}, ...], the served source
+    languages, most probable first (a list of such lists for a list `q`)."""
+    server: Server = request.app.state.server
+    body = await request_fields(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    q = body.get("q")
+    texts = q if isinstance(q, list) else [q]
+    if q is None or q == "" or q == [] or not all(isinstance(t, str) for t in texts):
+        raise HttpError(400, "Invalid request: missing q parameter (a string or a list of strings)")
+    if sum(len(t) for t in texts) > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: request exceeds text limit ({server.limits.max_chars})")
+    sources = {s for s, _ in server.models}
+    found = await run_in_threadpool(lambda: [[{"confidence": c, "language": code} for code, c in detect(t, sources)]
+                                             for t in texts])
+    return JSONResponse(found if isinstance(q, list) else found[0])
+
+
+async def frontend_settings(request: Request) -> JSONResponse:
+    """LibreTranslate's `GET /frontend/settings`, which its web clients read first."""
+    server: Server = request.app.state.server
+    keys, target = server.api_keys is not None, sorted(t for _, t in server.models)[0]
+    return JSONResponse({"charLimit": server.limits.max_chars, "frontendTimeout": 500, "apiKeys": keys,
+                         "keyRequired": keys, "suggestions": False, "filesTranslation": False,
+                         "supportedFilesFormat": [],
+                         "language": {"source": {"code": "auto", "name": "Auto Detect"},
+                                      "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}})
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,
                            glossary: dict[str, str]) -> list[list[str]]:
     """Each sentence's `nbest` translations (text), through the model's worker; a sentence containing a
-    glossary's source term must contain its target term (constrained beam search)."""
-    lines = [LineText(s.strip(), i, terms=_terms(s, glossary)) for i, s in enumerate(sentences)]
-    hyps = await _decode(request, served, lines, served.translator.cfg.decode, nbest)
+    glossary's source term must contain its target term (constrained beam search). The glossary is matched
+    off the event loop."""
+    terms = await run_in_threadpool(terms_per_sentence, sentences, glossary) if glossary else [()] * len(sentences)
+    lines = [LineText(s.strip(), i, terms=t) for i, (s, t) in enumerate(zip(sentences, terms))]
+    hyps, _ = await _decode(request, served, lines, served.translator.cfg.decode, nbest)
     return [[t.text for t in per] for per in hyps]
-
-
-def _terms(sentence: str, glossary: dict[str, str]) -> tuple[str, ...]:
-    return tuple(target for source, target in glossary.items()
-                 if re.search(rf"(?<!\w){re.escape(source)}(?!\w)", sentence, flags=re.IGNORECASE))
 
 
 async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
                   alignment: bool = False):
     """Translations of `lines` (mt.lines.Translation per hypothesis) through the front end `mt translate` uses
-    (mt/lines.py `LineBatch`), decoded by the worker beside every other request's sentences; a client that
-    disconnects releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
+    (mt/lines.py `LineBatch`), decoded by the worker beside every other request's sentences, and the pieces
+    each line was cut into (mt/long_sentences.py: 1 for a line that fits the model); a client that disconnects
+    releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
     server: Server = request.app.state.server
     tr = served.translator
     if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
-    encoded = encode_lines(tr, lines)
+    lines, owners, encoded = await run_in_threadpool(fit_to_model, tr, lines)
     batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions)
     try:
         job = served.worker.submit(batch.todo)
@@ -122,18 +178,24 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
         hyps = batch.hypotheses(found)
     server.metrics.sentences.inc(len(batch.todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
-    return translations(tr, [line.source for line in encoded], hyps, alignment)
+    found = await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)
+    return joined_translations(found, owners, [line.source for line in lines])
 
 
 async def _wait_or_release(request: Request, worker: DecodeWorker, job):
+    """The job's hypotheses; a client that disconnects, or a shutdown past its grace period, releases them."""
     waiting = asyncio.wrap_future(job.done)
-    while True:
-        done, _ = await asyncio.wait({waiting}, timeout=0.25)
-        if done:
-            return waiting.result()
-        if await request.is_disconnected():
-            worker.cancel(job)
-            raise HttpError(499, "client closed the request")
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=0.25)
+            if done:
+                return waiting.result()
+            if await request.is_disconnected():
+                worker.cancel(job)
+                raise HttpError(499, "client closed the request")
+    except asyncio.CancelledError:
+        worker.cancel(job)
+        raise
 
 
 async def languages(request: Request) -> JSONResponse:
@@ -154,6 +216,12 @@ async def ready(request: Request) -> JSONResponse:
 
 
 async def metrics(request: Request) -> Response:
+    token = request.app.state.server.metrics_token
+    if token is not None:  # as LibreTranslate's --metrics-auth-token
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HttpError(401, "Unauthorized: /metrics needs Authorization: Bearer TOKEN",
+                            {"WWW-Authenticate": "Bearer"})
     return Response(generate_latest(request.app.state.server.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -171,7 +239,7 @@ async def native_translate(request: Request) -> JSONResponse:
     "sampling", "seed", ..., "scores", "prefix", "constraints", "alignment"} -> {"results": [what
     `--output-format json` writes for each line]}."""
     server: Server = request.app.state.server
-    body = await _body(request)
+    body = await request_fields(request)
     if server.api_keys is not None:
         server.api_keys.check(body.get("api_key"))
     lines = body.get("lines")
@@ -182,75 +250,21 @@ async def native_translate(request: Request) -> JSONResponse:
     if sum(len(line) for line in lines) > server.limits.max_chars:
         raise HttpError(400, f"Invalid request: lines exceed the text limit ({server.limits.max_chars})")
     served = server.model(body.get("source"), body.get("target"))
-    nbest = _int_field(body, "nbest", 1, 1, 100)
-    flags = {name: _bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
+    nbest = int_field(body, "nbest", 1, 1, 100)
+    flags = {name: bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
     opts = decode_with(served.translator.cfg.decode, [], {k: body.get(k) for k in NATIVE_OPTIONS}, "request")
     fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
     fmt.check(opts)
     texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]
-    found = await _decode(request, served, texts, opts, nbest, flags["alignment"])
+    found, pieces = await _decode(request, served, texts, opts, nbest, flags["alignment"])
     results = [{"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
                                             **({"alignment": t.alignment} if t.alignment is not None else {})}
-                                           for t in per]} for i, per in enumerate(found)]
+                                           for t in per], **({"split_into": n} if n > 1 else {})}
+               for i, (per, n) in enumerate(zip(found, pieces))]
     return JSONResponse({"results": results})
 
 
 # ---------------------------------------------------------------- requests and errors
-
-
-async def _body(request: Request) -> dict:
-    """The fields of a JSON body, or of a form (LibreTranslate's clients send either)."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    raw = await request.body()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise HttpError(400, "Invalid request: the body is not valid UTF-8") from None
-    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        form = await request.form()
-        fields = {key: form.getlist(key) for key in form.keys()}
-        return {key: values if key == "q" and len(values) > 1 else values[0] for key, values in fields.items()}
-    try:
-        body = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as e:
-        raise HttpError(400, f"Invalid request: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    if not isinstance(body, dict):
-        raise HttpError(400, "Invalid request: the JSON body must be an object")
-    return body
-
-
-def _int_field(body: dict, name: str, default: int, low: int, high: int) -> int:
-    value = body.get(name, default)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise HttpError(400, f"Invalid request: {name} must be an integer, got {value!r}") from None
-    if isinstance(value, bool) or not low <= number <= high or (isinstance(value, float) and value != number):
-        raise HttpError(400, f"Invalid request: {name} must be an integer from {low} to {high}, got {value!r}")
-    return number
-
-
-def _bool_field(body: dict, name: str) -> bool:
-    value = body.get(name, False)
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
-    if not isinstance(value, bool):
-        raise HttpError(400, f"Invalid request: {name} must be true or false, got {value!r}")
-    return value
-
-
-def _glossary(value) -> dict[str, str]:
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise HttpError(400, "Invalid request: glossary must be an object of source term -> target term") from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
-                                              for k, v in value.items()):
-        raise HttpError(400, "Invalid request: glossary must be an object of source term -> target term")
-    return {k.strip(): v.strip() for k, v in value.items()}
 
 
 def _route(handler, endpoint: str):
@@ -262,6 +276,12 @@ def _route(handler, endpoint: str):
             response = await handler(request)
         except HttpError as e:
             response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+        except ClientDisconnect:  # left before its body was in: counted as 499, nothing to answer
+            response = JSONResponse({"error": "client closed the request"}, status_code=499)
+        except asyncio.CancelledError:  # uvicorn cancels what is left when the shutdown grace period is over
+            server.closed_unanswered += 1
+            response = JSONResponse({"error": "the server is shutting down"}, status_code=503,
+                                    headers={"Connection": "close"})
         except MtError as e:  # an option rule or value the request broke (mt's one-line errors)
             response = JSONResponse({"error": f"Invalid request: {e}"}, status_code=400)
         except Exception as e:  # a fault of the server: logged, a one-line 500 for the client
@@ -277,16 +297,26 @@ def _route(handler, endpoint: str):
     return run
 
 
-def create_app(server: Server) -> Starlette:
+def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
     routes = [Route("/translate", _route(translate, "/translate"), methods=["POST"]),
               Route("/languages", _route(languages, "/languages"), methods=["GET", "POST"]),
               Route("/health", _route(health, "/health"), methods=["GET"]),
               Route("/ready", _route(ready, "/ready"), methods=["GET"]),
               Route("/metrics", _route(metrics, "/metrics"), methods=["GET"]),
               Route("/mt/translate", _route(native_translate, "/mt/translate"), methods=["POST"]),
+              Route("/detect", _route(detect_language, "/detect"), methods=["POST"]),
+              Route("/frontend/settings", _route(frontend_settings, "/frontend/settings"), methods=["GET"]),
               Route("/", _route(web_page, "/"), methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
     app.state.server = server
+    http = http or HttpSettings()
+
+    def rejected(path: str, status: int) -> None:
+        server.metrics.requests.labels(path if path in ENDPOINTS else "other", str(status)).inc()
+    app.add_middleware(BodyLimit, max_body_bytes=http.body_limit(server.limits.max_chars),
+                       read_timeout=http.read_timeout, rejected=rejected)
+    if origins := http.allowed_origins():  # as LibreTranslate: any origin by default; outermost, so errors carry it
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     return app
 
 
@@ -321,9 +351,25 @@ def serve(server: Server, settings: ServeSettings) -> None:
                 port = self.servers[0].sockets[0].getsockname()[1] if self.servers else settings.port
                 print(f"mt serve: ready at http://{settings.host}:{port}", file=sys.stderr, flush=True)
 
-    config = uvicorn.Config(create_app(server), host=settings.host, port=settings.port, log_level="warning",
-                            access_log=False, lifespan="off")
+    http = settings.http
+    config = uvicorn.Config(create_app(server, http), host=settings.host, port=settings.port, log_level="warning",
+                            access_log=False, lifespan="off", http=guarded_protocol(http.read_timeout),
+                            timeout_keep_alive=http.keep_alive_timeout, timeout_graceful_shutdown=http.shutdown_grace)
     try:
         ReadyLine(config).run()
     finally:
+        _stop_decoding(server)
+
+
+def _stop_decoding(server: Server) -> None:
+    """Let the decode thread finish what it accepted; after a shutdown that closed requests past its grace
+    period, at most a few seconds more (what they had decoding is dropped with the process), and exit 1."""
+    if not server.closed_unanswered:
         server.decoder.stop()
+        return
+    print(f"mt serve: shutdown grace period over: closed {server.closed_unanswered} request(s) with 503",
+          file=sys.stderr, flush=True)
+    stopping = threading.Thread(target=server.decoder.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=STOP_AFTER_GRACE_S)
+    os._exit(1)

@@ -1,0 +1,49 @@
+"""A request's glossary (`{"source term": "target term"}`): read and bounded, and matched against sentences.
+
+Matching costs terms x sentences searches; it runs off the event loop (the server calls `terms_per_sentence`
+in a worker thread) and each term's pattern is compiled once per request, not once per sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from mt.errors import HttpError
+
+BAD_GLOSSARY = "Invalid request: glossary must be an object of source term -> target term"
+
+
+def read_glossary(value, max_terms: int, max_term_chars: int) -> dict[str, str]:
+    """The glossary of a request field (an object, or its JSON text in a form), its terms stripped; a 400 for
+    anything else, for more than `max_terms` entries or a term longer than `max_term_chars`."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            raise HttpError(400, BAD_GLOSSARY) from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
+                                              for k, v in value.items()):
+        raise HttpError(400, BAD_GLOSSARY)
+    if len(value) > max_terms:
+        raise HttpError(400, f"Invalid request: glossary has {len(value)} entries, more than {max_terms}")
+    longest = max((len(t) for pair in value.items() for t in pair), default=0)
+    if longest > max_term_chars:
+        raise HttpError(400, f"Invalid request: a glossary term has {longest} characters, more than "
+                             f"{max_term_chars}")
+    return {k.strip(): v.strip() for k, v in value.items()}
+
+
+def glossary_chars(glossary: dict[str, str]) -> int:
+    """What a glossary counts against the request's character limit."""
+    return sum(len(k) + len(v) for k, v in glossary.items())
+
+
+def terms_per_sentence(sentences: list[str], glossary: dict[str, str]) -> list[tuple[str, ...]]:
+    """For each sentence, the target terms of the source terms it contains (a whole word or phrase, ignoring
+    case)."""
+    patterns = [(re.compile(rf"(?<!\w){re.escape(source)}(?!\w)", flags=re.IGNORECASE), target)
+                for source, target in glossary.items()]
+    return [tuple(target for pattern, target in patterns if pattern.search(sentence)) for sentence in sentences]

@@ -46,8 +46,7 @@ def is_exported(path: str | Path) -> bool:
 def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: str | None = None,
                         parallel: int = 1) -> Translator:
     """An exported directory as a Translator; `quantize` is a CTranslate2 compute type (e.g. int8). `parallel`:
-    on a CPU, batches CTranslate2 decodes at once (its inter_threads), each on an equal share of the threads; with
-    more than one, the model is loaded a second time to decode a request that arrives alone on every thread."""
+    on a CPU, batches CTranslate2 decodes at once (its inter_threads), each on an equal share of the threads."""
     directory = Path(directory)
     if not is_exported(directory):
         raise MtError(f"{directory}: a directory, but not one written by `mt export`")
@@ -60,14 +59,9 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
         src_tok = Tokenizer((directory / "source.spm").read_bytes())
         tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
         translator = _ct2_translator(ct2, directory, device, quantize or "default", parallel)
-        alone = None
-        if translator.device == "cpu" and translator.num_translators > 1:
-            alone = _ct2_translator(ct2, directory, "cpu", quantize or "default", 1)
     except (OSError, RuntimeError, ValueError) as e:  # unreadable, a broken sentencepiece or CTranslate2 model
         raise MtError(f"{directory}: not a usable exported model ({_first_line(e)}); export it again") from None
-    backend = Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions)
-    backend.alone = alone and Ct2Backend(alone, src_tok, tgt_tok, cfg.model.max_positions)
-    return Translator(backend, src_tok, tgt_tok, cfg)
+    return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
 
 
 EXPORTED_FILES = (MARKER, "model.bin", "source.spm", "target.spm")
@@ -112,7 +106,6 @@ class Ct2Backend:
     def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int):
         self.translator, self.max_positions = translator, max_positions
         self.parallel = translator.num_translators  # calls that decode at once (from as many threads)
-        self.alone: Ct2Backend | None = None  # with parallel calls on a CPU: the model on every thread, one call
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
     def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
@@ -226,28 +219,17 @@ def _without_end(tokens: list[str]) -> list[str]:
     return tokens[:-1] if tokens[-1:] == [END] else tokens
 
 
-ALONE_TOKENS = 256  # the most source tokens a call on every thread takes (see CallingEngine)
-
-
 class CallingEngine:
     """CTranslate2 decoding what arrives while others decode: it has no step-level batch to join, so the works
     taken together decode in one call, from a caller thread of its own. CTranslate2 decodes `parallel` calls at
     once (its inter_threads, `Ct2Backend.parallel`), so sentences arriving while one call decodes start on a free
-    thread instead of waiting; each call takes a 1/parallel share of the waiting work.
-
-    Parallel calls suit many clients; one client waits longer for a call on 1/parallel of the threads than for a
-    call on all of them. So a short work (at most ALONE_TOKENS source tokens: a few sentences) that finds the
-    engine idle and nothing else waiting decodes alone, on the backend's `alone` model with every thread; works
-    that arrive meanwhile wait for that short call, and parallel calls start only when work is waiting. A long
-    work takes a 1/parallel share of the threads, so a short one arriving meanwhile does not wait for it."""
+    thread instead of waiting; each call takes a 1/parallel share of the waiting work."""
 
     stepping = False  # calls run on their threads: nothing to step
 
     def __init__(self, backend: Ct2Backend, hooks: DecodeHooks | None = None):
         self.backend, self.hooks, self.parallel = backend, hooks or DecodeHooks(), backend.parallel
         self.calls = 0  # calls decoding now
-        self.alone_next = False  # the last `share` found one work waiting and the engine idle
-        self.alone_running = False
         self.count_lock = threading.Lock()  # `calls` goes up on the decode thread and down on the callers
         self.callers = ThreadPoolExecutor(self.parallel, thread_name_prefix="mt-ct2")
 
@@ -260,9 +242,7 @@ class CallingEngine:
         tokens (at least one), the rest left for the other calls. A call decodes on threads/parallel threads:
         one that took every waiting 20-sentence request ran on one thread while the other had none (2 cores, 32
         such clients: 133 sentences/s; taking shares, 161)."""
-        self.alone_next = (self.backend.alone is not None and self.calls == 0 and len(waiting) == 1
-                           and waiting[0] <= ALONE_TOKENS)
-        if self.calls >= self.parallel or self.alone_running:
+        if self.calls >= self.parallel:
             return 0
         share, taken = sum(waiting) / self.parallel, 0
         for count, tokens in enumerate(waiting, 1):
@@ -272,13 +252,10 @@ class CallingEngine:
         return len(waiting)
 
     def add(self, works: list[Work]) -> None:
-        """Start a call of `works`: alone on every thread when `share` last found only them waiting."""
         if works:
-            alone, self.alone_next = self.alone_next and len(works) == 1 and self.calls == 0, False
             with self.count_lock:
                 self.calls += 1
-                self.alone_running = alone
-            self.callers.submit(self._call, works, self.backend.alone if alone else self.backend)
+            self.callers.submit(self._call, works)
 
     def cancel(self, work: Work) -> None:
         pass  # a call skips the works cancelled before it starts; one decoding finishes unseen
@@ -292,11 +269,11 @@ class CallingEngine:
     def close(self) -> None:
         self.callers.shutdown()
 
-    def _call(self, works: list[Work], backend: Ct2Backend) -> None:
+    def _call(self, works: list[Work]) -> None:
         """On a caller thread: one search of every sentence of the works taken together."""
         live = [work for work in works if work.requests and not work.cancelled]
         try:
-            found = backend.search([r for work in live for r in work.requests]) if live else []
+            found = self.backend.search([r for work in live for r in work.requests]) if live else []
             self.hooks.step(len(found))
             at = 0
             for work in live:
@@ -308,5 +285,4 @@ class CallingEngine:
         finally:
             with self.count_lock:
                 self.calls -= 1
-                self.alone_running = False
             self.hooks.call_ended()

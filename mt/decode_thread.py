@@ -208,8 +208,8 @@ class DecodeWorker:
     def _count(self) -> int:
         if not self.inbox:
             return 0
-        if not self.batching:  # one at a time (the engine still decides how: a calling engine runs it alone)
-            return 1 if self.engine.idle and self.engine.share([self.inbox[0].tokens]) else 0
+        if not self.batching:
+            return 1 if self.engine.idle else 0
         return self.engine.share([job.tokens for job in self.inbox])
 
     def turn(self, jobs: list[Job], cancelled: list[Job]) -> None:

@@ -146,43 +146,6 @@ def test_parallel_batches_answer_a_short_request_while_a_long_one_decodes(export
         assert running.stop() == 0
 
 
-def test_parallel_batches_decode_a_short_request_found_alone_on_every_thread(exported):
-    """--parallel-batches 2 on a CPU loads the export twice: a short request that finds the engine idle decodes
-    alone on the copy with every thread (one client's latency), and what arrives meanwhile waits for that short
-    call; a long request takes a half-share call, so a second call starts at once beside it."""
-    from mt.decoding import SentenceRequest, Work
-    from mt.loading import load_translator
-
-    translator = load_translator(exported, device="cpu", ct2_parallel=2)
-    backend = translator.backend
-    assert (backend.parallel, backend.alone.parallel) == (2, 1)
-
-    def work(lines: list[str]) -> Work:
-        ids = translator.src_tokenizer.encode(lines)
-        return Work([SentenceRequest(tuple(s), 40, translator.cfg.decode) for s in ids])
-
-    def finish():
-        deadline = time.monotonic() + 120
-        while not engine.idle and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    engine = backend.engine()
-    short, long_one = work(single_sentence_lines(1)), work(dev_lines() * 5)
-    assert engine.share([len(short.requests[0].source)]) == 1
-    engine.add([short])
-    assert engine.alone_running and engine.share([5]) == 0  # it has every thread: the next waits for it
-    finish()
-    plain = backend.search(short.requests)[0][0]
-    assert short.hypotheses[0][0].tokens == plain.tokens
-    assert short.hypotheses[0][0].score == pytest.approx(plain.score, abs=1e-4)
-    assert engine.share([sum(len(r.source) for r in long_one.requests), 5]) == 1
-    engine.add([long_one])
-    assert not engine.alone_running and engine.share([5]) == 1  # the second call starts beside the long one
-    finish()
-    assert len(long_one.hypotheses) == len(long_one.requests)
-    engine.close()
-
-
 def test_threads_sets_how_many_threads_the_decoding_runs_on(exported):
     """--threads N: torch and CTranslate2 decode on N threads (the server process has one more OS thread per
     thread of theirs); the answers stay those of `mt translate`."""

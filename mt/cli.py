@@ -357,8 +357,9 @@ def serve(
     log_text: Annotated[bool, typer.Option("--log-text", help="Log request texts (off: sizes only).")] = False,
     threads: Annotated[int, typer.Option(min=0, help="CPU threads a model decodes with (torch's and CTranslate2's); "
                                          "0: torch's default (the cores).")] = 0,
-    parallel_batches: Annotated[int, typer.Option(min=1, help="Exported models on a CPU: batches CTranslate2 "
-                                                  "decodes at once, each on threads / N threads.")] = 1,
+    parallel_batches: Annotated[Optional[int], typer.Option(min=1, help="Exported models on a CPU: batches "
+                                "CTranslate2 decodes at once, each on threads / N threads (default 2, at most "
+                                "the threads).")] = None,
     max_body_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a request body; more: 413 "
                                                           "(default: 12 per --max-chars character + 64 KiB).")] = None,
     read_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds a request may take to arrive "

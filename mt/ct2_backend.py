@@ -83,7 +83,7 @@ def _ct2_translator(ct2, directory: Path, device: str, compute_type: str, parall
     need CUDA 12's libraries (libcublas.so.12), which a machine with a GPU may lack (an H100 with CUDA 13 only),
     and it says so only at the first translation: so a one-token translation is tried first."""
     def make(on: str):
-        batches = parallel if on == "cpu" else 1
+        batches = min(parallel, torch.get_num_threads()) if on == "cpu" else 1
         return ct2.Translator(str(directory), device=on, compute_type=compute_type, inter_threads=batches,
                               intra_threads=max(1, torch.get_num_threads() // batches))
 

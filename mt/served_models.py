@@ -88,8 +88,15 @@ class ServeSettings:
     batching: bool = True  # sentences of concurrent requests decode together (off: one request at a time)
     log_text: bool = False
     threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
-    parallel_batches: int = 1  # exported models on a CPU: batches CTranslate2 decodes at once
+    parallel_batches: int | None = None  # exported models on a CPU: batches CTranslate2 decodes at once (None:
+    # DEFAULT_PARALLEL_BATCHES)
     http: HttpSettings = field(default_factory=HttpSettings)  # body limit, timeouts, CORS, the /metrics token
+
+
+# Two CTranslate2 calls at once, each on half the threads: on 2 cores the demo model's export served 32
+# one-sentence clients at 1.6x the sentences/s of one call, 128 at 1.4x, and one client as fast
+# (docs/serving.md); where there is one thread, one call (mt/ct2_backend.py).
+DEFAULT_PARALLEL_BATCHES = 2
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
@@ -104,10 +111,11 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
             decoder.call(functools.partial(torch.set_num_threads, settings.threads))
         for spec in specs:
             translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
-                                                        ct2_parallel=settings.parallel_batches))
+                                                        ct2_parallel=settings.parallel_batches or
+                                                        DEFAULT_PARALLEL_BATCHES))
             worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching,
                                         metrics)
-            if settings.parallel_batches > 1 and not spec.exported:
+            if (settings.parallel_batches or 1) > 1 and not spec.exported:
                 log(f"warning: --parallel-batches applies to exported models; {spec.source}-{spec.target} is "
                     "decoded by mt's own search, one running batch")
             models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)

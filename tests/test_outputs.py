@@ -174,6 +174,16 @@ def test_an_output_that_is_a_folder_of_someone_elses_files_is_refused(tmp_path, 
 # ---------------------------------------------------------------- SIGTERM mid-write
 
 
+def terminated_leaving_the_old_output(proc, out: Path) -> None:
+    """SIGTERM to a command writing `out` (which held "old"): exit 143, "terminated", `out` as it was, no
+    temporary file beside it."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.decode().strip().splitlines()[-1] == "terminated"
+    assert out.read_text() == "old\n"
+    no_temporary_files(out.parent)
+
+
 def test_sigterm_while_translating_exits_143_and_leaves_the_old_output_whole(tmp_path, model):
     out = tmp_path / "out.txt"
     out.write_text("old\n")
@@ -184,11 +194,7 @@ def test_sigterm_while_translating_exits_143_and_leaves_the_old_output_whole(tmp
     while not list(tmp_path.glob(".out.txt.*")) and time.monotonic() < deadline:
         time.sleep(0.1)  # translate writes as it goes: its temporary file is there
     assert list(tmp_path.glob(".out.txt.*")), "translate never started its output"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and err.decode().strip().splitlines()[-1] == "terminated"
-    assert out.read_text() == "old\n"
-    no_temporary_files(tmp_path)
+    terminated_leaving_the_old_output(proc, out)
 
 
 def test_sigterm_while_evaluating_exits_143_and_leaves_the_old_output_whole(tmp_path, model):
@@ -201,11 +207,7 @@ def test_sigterm_while_evaluating_exits_143_and_leaves_the_old_output_whole(tmp_
                       "--beam-size", "4")
     time.sleep(3)
     assert proc.poll() is None, "finished before the signal: the test proves nothing"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and err.decode().strip().splitlines()[-1] == "terminated"
-    assert out.read_text() == "old\n"
-    no_temporary_files(tmp_path)
+    terminated_leaving_the_old_output(proc, out)
 
 
 # ---------------------------------------------------------------- exports

@@ -25,10 +25,12 @@ from mt.errors import DataError
 from mt.files import atomic_outputs, atomic_write_text
 from mt.language_id import check_language
 from mt.progress import Progress
+from mt.word_alignment import alignment_scores
 
 CHUNK_PAIRS = 10_000
 
 RawChunks = Iterator[tuple[list[bytes], list[bytes]]]  # lines as bytes, without their line ends
+Judged = tuple[list[bytes], list[bytes], list[str | None]]  # a chunk and, per pair, what removes it (None: kept)
 
 
 @dataclass
@@ -91,6 +93,23 @@ class Cleaner:
         self.cfg, self.src_lang, self.tgt_lang = cfg, src_lang, tgt_lang
         self.cheap, self.costly = active(CHEAP, cfg), active(COSTLY, cfg)
         self.seen_pairs, self.seen_sources = SeenHashes(), SeenHashes()
+        self.aligned: list[tuple[str, str]] = []  # the last block's kept pairs, context for a short last block
+
+    def judged(self, chunks: RawChunks) -> Iterator[Judged]:
+        """Each chunk with `reasons` for its pairs; with `word_alignment` on, chunks are held until
+        `align_pairs` of their pairs are kept, and those pairs' alignment is scored together."""
+        held, kept = [], 0
+        for src_raw, tgt_raw in chunks:
+            why = self.reasons(src_raw, tgt_raw)
+            held.append((src_raw, tgt_raw, why))
+            kept += why.count(None)
+            if not self.cfg.word_alignment or kept >= self.cfg.align_pairs:
+                self._align(held)
+                yield from held
+                held, kept = [], 0
+        if held:
+            self._align(held)
+            yield from held
 
     def reasons(self, src_raw: list[bytes], tgt_raw: list[bytes]) -> list[str | None]:
         """Per pair, the name of the first filter that removes it, or None for a pair kept."""
@@ -113,6 +132,23 @@ class Cleaner:
                 todo = list(itertools.compress(todo, new))
 
 
+    def _align(self, held: list[Judged]) -> None:
+        """Mark the kept pairs of `held` whose alignment score is above `word_alignment`. A block shorter than
+        `align_pairs` (the corpus' last) is scored beside the previous block's last pairs, so that eflomal's
+        model is fitted to as many pairs as the others'."""
+        if not self.cfg.word_alignment:
+            return
+        kept = [(why, i) for src, tgt, why in held for i, w in enumerate(why) if w is None]
+        pairs = [(src[i].decode("utf-8"), tgt[i].decode("utf-8")) for src, tgt, why in held
+                 for i, w in enumerate(why) if w is None]
+        context = self.aligned[max(len(self.aligned) - max(self.cfg.align_pairs - len(pairs), 0), 0):]
+        scores = alignment_scores(*map(list, zip(*context, *pairs)))[len(context):] if pairs else []
+        for (why, i), score in zip(kept, scores):
+            if score > self.cfg.word_alignment:
+                why[i] = "word_alignment"
+        self.aligned = pairs[-self.cfg.align_pairs:]
+
+
 def _decoded(src: bytes, tgt: bytes, src_lang: str, tgt_lang: str) -> Pair | None:
     try:
         return Pair(src.decode("utf-8"), tgt.decode("utf-8"), src_lang, tgt_lang)
@@ -127,8 +163,7 @@ def clean_corpus(chunks: RawChunks, out_src: Path, out_tgt: Path, cfg: CleanConf
     cleaner, report, start = Cleaner(cfg, src_lang, tgt_lang), Report(src_lang, tgt_lang), time.perf_counter()
     paths = [out_src, out_tgt, *([rejected] if rejected else [])]
     with atomic_outputs(paths) as files, Progress(command, "cleaned", None, log) as progress:
-        for src_raw, tgt_raw in chunks:
-            why = cleaner.reasons(src_raw, tgt_raw)
+        for src_raw, tgt_raw, why in cleaner.judged(chunks):
             _write(files, src_raw, tgt_raw, why, report.pairs + 1)
             for reason in why:
                 if reason is None:

@@ -192,7 +192,8 @@ COSTLY = [
     ("script", script_ratio, lambda c: c.min_alpha_words > 0 or c.min_alpha_chars > 0),
     ("language", language, lambda c: c.language_id),
 ]
-FILTER_NAMES = ["invalid_utf8", *(n for n, _, _ in CHEAP), "duplicate", *(n for n, _, _ in COSTLY)]
+# "word_alignment" scores blocks of pairs together (mt/word_alignment.py), after all the others
+FILTER_NAMES = ["invalid_utf8", *(n for n, _, _ in CHEAP), "duplicate", *(n for n, _, _ in COSTLY), "word_alignment"]
 
 
 def active(filters, c: CleanConfig) -> list:

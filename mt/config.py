@@ -173,6 +173,10 @@ class CleanConfig:
     # must be the side's language (OpusCleaner fasttext_filter; OpusFilter LanguageIDFilter)
     language_min_prob: float = 0.0  # a side also passes when its language has this probability, though another
     # is more probable; 0: the most probable only (OpusCleaner, OpusFilter)
+    word_alignment: float = 0.0  # eflomal's alignment score (mean negative log-probability of a word, the worse
+    # of the two directions) above this removes the pair: misaligned pairs (OpusFilter WordAlignFilter, which has
+    # no default threshold); 0: off, as in the three pipelines' defaults (mt/word_alignment.py)
+    align_pairs: int = 100_000  # pairs eflomal's model is fitted to at a time (with word_alignment)
 
 
 @dataclass(frozen=True)
@@ -487,6 +491,10 @@ def _validate_clean(c: CleanConfig, fail) -> None:
     for key in ("max_copied_words", "min_alpha_words", "min_alpha_chars", "language_min_prob"):
         if not 0.0 <= getattr(c, key) <= 1.0:
             fail(f"clean.{key}", f"must be in [0, 1], got {getattr(c, key)}")
+    if not (math.isfinite(c.word_alignment) and c.word_alignment >= 0):
+        fail("clean.word_alignment", f"must be a finite number, not negative, got {c.word_alignment}")
+    if c.align_pairs < 1000:
+        fail("clean.align_pairs", f"must be at least 1000 (eflomal fits its model to them), got {c.align_pairs}")
     if not (math.isfinite(c.numbers) and c.numbers >= 0):
         fail("clean.numbers", f"must be a finite number, not negative, got {c.numbers}")
 

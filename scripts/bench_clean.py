@@ -154,6 +154,9 @@ def main():
     parser.add_argument("--french", type=Path, help="French sentences, one a line (DDTP's fr-en train.fr)")
     parser.add_argument("--steps", type=int, default=None, help="train.max_steps (default: the demo's)")
     parser.add_argument("--no-train", action="store_true", help="measure the cleaning only")
+    parser.add_argument("--train", default="clean,noisy,cleaned",
+                        help="the corpora to train on, some of clean,noisy,cleaned (the first two do not depend on "
+                             "mt clean's settings)")
     parser.add_argument("--beam-size", type=int, help="for the dev BLEU (default: the demo's, 4); 1: greedy")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--set", dest="sets", action="append", default=[], help="clean.key=value for mt clean")
@@ -170,6 +173,8 @@ def main():
         summary["steps"], summary["beam_size"] = args.steps, args.beam_size
         summary["bleu"] = {}
         for name, (src, tgt) in corpora.items():
+            if name not in args.train.split(","):
+                continue
             summary["bleu"][name] = train_and_score(args.out, name, src, tgt, args.steps, args.beam_size)
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
             print(f"{name}: dev BLEU {summary['bleu'][name]['bleu']} ({summary['bleu'][name]['train_s']:.0f} s "

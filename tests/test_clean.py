@@ -14,7 +14,7 @@ import pytest
 
 from conftest import DATA, TINY, run_mt, tiny_overrides
 from mt import clean_filters as f
-from mt.clean import SeenHashes
+from mt.clean import Cleaner, SeenHashes
 from mt.clean_filters import Pair
 from mt.config import CleanConfig
 from mt.language_id import check_language, detect_language, detect_languages, known_languages
@@ -165,6 +165,8 @@ def test_different_line_counts_name_both_counts_and_write_nothing(tmp_path):
     (["--set", "clean.max_wrods=3"], "unknown key 'clean.max_wrods'"),
     (["--src-lang", "xx"], "unknown language code 'xx' for language identification"),
     (["--set", "clean.length_ratio=0.5"], "clean.length_ratio must be at least 1"),
+    (["--set", "clean.word_alignment=-1"], "clean.word_alignment must be a finite number, not negative"),
+    (["--set", "clean.align_pairs=10"], "clean.align_pairs must be at least 1000"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, args, message):
     src, tgt = _write(tmp_path / "train.de", ["Hallo Welt"]), _write(tmp_path / "train.en", ["Hello world"])
@@ -216,3 +218,40 @@ def test_data_clean_makes_prepare_clean_the_training_corpus_not_the_dev_set(tmp_
                                                               "data.clean": "true", "clean.max_words": 40}),
                      check=False)
     assert changed.returncode == 1 and "clean.max_words" in changed.stderr
+
+
+def test_word_alignment_removes_misaligned_pairs_and_scores_a_short_last_block_with_context():
+    """The shipped 2,000-pair sample with every 20th target replaced by another line's (100 misaligned pairs),
+    read in chunks of 250 and aligned in blocks of 1,000 kept pairs (the last of 100 pairs beside the previous
+    block's): most misaligned pairs go, nearly all the others stay, in order. (Blocks this small separate less
+    well than the default 100,000: hence the threshold 10, not the benchmark's 11.)"""
+    de = (DATA / "sample-2k.de").read_text(encoding="utf-8").splitlines()
+    en = (DATA / "sample-2k.en").read_text(encoding="utf-8").splitlines()
+    de, en = de + de[:100], en + en[:100]  # 2,100 pairs, so that the last block is 100 kept pairs
+    misaligned = set(range(0, 2000, 20))
+    en = [en[(i + 1000) % 2000] if i in misaligned else t for i, t in enumerate(en)]
+    cfg = CleanConfig(duplicates=False, language_id=False, numbers=0, length_ratio=0, punctuation=None,
+                      word_alignment=10.0, align_pairs=1000)
+    cleaner = Cleaner(cfg, "de", "en")
+    judged = list(cleaner.judged((
+        [s.encode() for s in de[i:i + 250]], [t.encode() for t in en[i:i + 250]]) for i in range(0, 2100, 250)))
+    why = [w for _, _, chunk in judged for w in chunk]
+    assert [s.decode() for src, _, _ in judged for s in src] == de  # every chunk, in order
+    removed = {i for i, w in enumerate(why) if w == "word_alignment"}
+    assert len(removed & misaligned) >= 65, len(removed & misaligned)  # measured: 80
+    assert len(removed - misaligned) <= 120, len(removed - misaligned)  # of 2,000 aligned pairs; measured: 4%
+    assert len(removed & set(range(2000, 2100))) <= 10  # the short last block, scored beside 900 earlier pairs
+
+
+def test_word_alignment_in_mt_clean_is_counted_in_the_report(tmp_path):
+    de = (DATA / "sample-2k.de").read_text(encoding="utf-8").splitlines()[:1200]
+    en = (DATA / "sample-2k.en").read_text(encoding="utf-8").splitlines()[:1200]
+    en = [en[(i + 600) % 1200] if i % 40 == 0 else t for i, t in enumerate(en)]  # 30 targets of other lines
+    src, tgt = _write(tmp_path / "c.de", de), _write(tmp_path / "c.en", en)
+    run_mt("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "out", "--report", tmp_path / "r.json",
+           "--rejected", tmp_path / "rej.tsv", "--set", "clean.word_alignment=10", "--set", "clean.language_id=false")
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["kept"] + sum(report["removed"].values()) == report["pairs"] == 1200
+    rejected = dict(line.split("\t")[:2] for line in (tmp_path / "rej.tsv").read_text().splitlines())
+    assert report["removed"]["word_alignment"] == list(rejected.values()).count("word_alignment") > 0
+    assert len(set(rejected) & {str(i + 1) for i in range(0, 1200, 40)}) >= 24  # of the 30 misaligned

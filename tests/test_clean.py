@@ -223,8 +223,9 @@ def test_data_clean_makes_prepare_clean_the_training_corpus_not_the_dev_set(tmp_
 def test_word_alignment_removes_misaligned_pairs_and_scores_a_short_last_block_with_context():
     """The shipped 2,000-pair sample with every 20th target replaced by another line's (100 misaligned pairs),
     read in chunks of 250 and aligned in blocks of 1,000 kept pairs (the last of 100 pairs beside the previous
-    block's): most misaligned pairs go, nearly all the others stay, in order. (Blocks this small separate less
-    well than the default 100,000: hence the threshold 10, not the benchmark's 11.)"""
+    block's): most misaligned pairs go, nearly all the others stay, in order. On this small sample the two kinds
+    separate less well than on the benchmark's 43,000 pairs: hence the threshold 10, not 11. eflomal samples:
+    four runs removed 76-81 misaligned pairs, 86-99 others, 5-7 of the last block."""
     de = (DATA / "sample-2k.de").read_text(encoding="utf-8").splitlines()
     en = (DATA / "sample-2k.en").read_text(encoding="utf-8").splitlines()
     de, en = de + de[:100], en + en[:100]  # 2,100 pairs, so that the last block is 100 kept pairs
@@ -240,7 +241,7 @@ def test_word_alignment_removes_misaligned_pairs_and_scores_a_short_last_block_w
     removed = {i for i, w in enumerate(why) if w == "word_alignment"}
     assert len(removed & misaligned) >= 65, len(removed & misaligned)  # measured: 80
     assert len(removed - misaligned) <= 120, len(removed - misaligned)  # of 2,000 aligned pairs; measured: 4%
-    assert len(removed & set(range(2000, 2100))) <= 10  # the short last block, scored beside 900 earlier pairs
+    assert len(removed & set(range(2000, 2100))) <= 15  # the short last block (scored beside 900 earlier pairs)
 
 
 def test_word_alignment_in_mt_clean_is_counted_in_the_report(tmp_path):

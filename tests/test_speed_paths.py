@@ -197,7 +197,8 @@ def test_relu_inside_the_matmul_gives_relu_of_the_matmul():
 def _import_mt(probe: str, *argv: str, **env: str) -> list[str]:
     """The words `probe` prints in a fresh `python -c probe ARGV...`, where sys.argv[1:] is ARGV, the command;
     mt's runtime variables are left out of the environment unless given in `env`."""
-    inherited = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE")}
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")}
     out = subprocess.run([sys.executable, "-c", probe, *argv], env={**inherited, **env}, capture_output=True,
                          text=True, check=True)
     return out.stdout.split()
@@ -214,6 +215,16 @@ def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_u
     # GNU's default for training, which is faster with it; training loads torch, after the variables, for cuDNN
     assert _import_mt(probe, "train", "config.yaml") == ["True", "None"]
     assert _import_mt(probe, "--debug", "bench", "train") == ["True", "None"]
+
+
+def test_the_server_caps_onednns_kernel_cache_before_torch_loads_unless_the_user_chose():
+    """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY when it loads; a server's refilled batches would fill its
+    default 1,024 entries and keep them (tuning.onednn_primitive_cache)."""
+    probe = ("import sys, os; " + TUNE + "import torch; "
+             "print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'), torch._C._get_mkldnn_enabled())")
+    assert _import_mt(probe, "serve", "-m", "de:en=x.pt") == ["64", "True"]
+    assert _import_mt(probe, "serve", ONEDNN_PRIMITIVE_CACHE_CAPACITY="8") == ["8", "True"]
+    assert _import_mt(probe, "translate") == ["None", "True"]
 
 
 def test_importing_mt_and_loading_a_translator_change_nothing_in_the_process(trained_tiny):

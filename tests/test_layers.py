@@ -13,7 +13,7 @@ LAYERS = [
     ["config", "checkpoint"],
     ["tokenizer", "tokenizer_json", "masks", "runtime", "tuning", "flops", "metrics", "run_log", "segments",
      "api_keys", "language_id", "progress", "http_limits", "request_fields", "glossary", "html_markup", "detection"],
-    ["data", "corpus", "batching", "mixing", "prepare", "clean", "clean_filters"],
+    ["data", "corpus", "batching", "mixing", "prepare", "clean", "clean_filters", "word_alignment"],
     ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
     ["recipe", "update"],
     ["decoding"],

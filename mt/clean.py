@@ -131,19 +131,21 @@ class Cleaner:
                     why[i] = "duplicate"
                 todo = list(itertools.compress(todo, new))
 
-
     def _align(self, held: list[Judged]) -> None:
         """Mark the kept pairs of `held` whose alignment score is above `word_alignment`. A block shorter than
         `align_pairs` (the corpus' last) is scored beside the previous block's last pairs, so that eflomal's
         model is fitted to as many pairs as the others'."""
         if not self.cfg.word_alignment:
             return
-        kept = [(why, i) for src, tgt, why in held for i, w in enumerate(why) if w is None]
-        pairs = [(src[i].decode("utf-8"), tgt[i].decode("utf-8")) for src, tgt, why in held
-                 for i, w in enumerate(why) if w is None]
-        context = self.aligned[max(len(self.aligned) - max(self.cfg.align_pairs - len(pairs), 0), 0):]
-        scores = alignment_scores(*map(list, zip(*context, *pairs)))[len(context):] if pairs else []
-        for (why, i), score in zip(kept, scores):
+        kept = [(why, i, src[i].decode("utf-8"), tgt[i].decode("utf-8"))
+                for src, tgt, why in held for i, w in enumerate(why) if w is None]
+        if not kept:
+            return
+        pairs = [(s, t) for _, _, s, t in kept]
+        missing = self.cfg.align_pairs - len(pairs)
+        both = (self.aligned[-missing:] if missing > 0 else []) + pairs
+        scores = alignment_scores([s for s, _ in both], [t for _, t in both])[len(both) - len(pairs):]
+        for (why, i, _, _), score in zip(kept, scores):
             if score > self.cfg.word_alignment:
                 why[i] = "word_alignment"
         self.aligned = pairs[-self.cfg.align_pairs:]

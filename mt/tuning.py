@@ -51,14 +51,16 @@ def huge_pages(command: list[str]) -> str | None:
     return "1" if is_one_of(command, TRAINING_COMMANDS) else None
 
 
-def onednn_primitive_cache(command: list[str]) -> str | None:
-    """ONEDNN_PRIMITIVE_CACHE_CAPACITY for `command`: 64 for `mt serve` (None elsewhere: oneDNN's 1,024).
+def kernel_cache_capacity(command: list[str]) -> str | None:
+    """The capacity of the two caches of oneDNN kernels for `command`: 64 for `mt serve` (None elsewhere: 1,024
+    each). It goes in ONEDNN_PRIMITIVE_CACHE_CAPACITY (oneDNN's cache of built kernels) and LRU_CACHE_CAPACITY
+    (the cache of kernel descriptions that torch's ideep layer keeps in front of it).
 
-    oneDNN keeps the kernel it builds for each matrix shape in an LRU cache, and a server's refilled batches make
-    a new row count at almost every step (mt/kernels.py sends 160 rows or more to oneDNN), so the cache fills
-    to its capacity and holds that memory for good. The demo checkpoint's engine, in-process, under six 15 s
-    rounds of 128 one-sentence clients: settled memory 524, 651, 717, 749, 748, 750 MB with 1,024 entries,
-    415, 491, 539, 575, 576, 576 MB with 64, answering as many sentences (7,509 and 7,558) (docs/serving.md)."""
+    Both are keyed by matrix shape, and a server's refilled batches make a new row count at almost every step
+    (mt/kernels.py sends 160 rows or more to oneDNN), so both fill to their capacity and hold that memory for
+    good: about 0.25 MB an entry each. One linear layer run at 400 row counts kept 222 MB more live memory
+    with the defaults, 117 MB with oneDNN's cache at 64 alone, 26 MB with both at 64; the demo checkpoint's
+    server settles flat under rounds of 128 clients with both (docs/serving.md)."""
     return "64" if is_one_of(command, (["serve"],)) else None
 
 
@@ -120,11 +122,12 @@ def tune_process(args: list[str]) -> dict[str, str]:
     """Tune this process for the command `mt ARGS` (sys.argv[1:]), before torch is imported, and return what was
     set, name -> value. Environment variables the user set win and are left out of the result. Every command but
     training: GOMP_SPINCOUNT; training (`mt train`, `mt bench train`): THP_MEM_ALLOC_ENABLE and SDPA without
-    cuDNN (this imports torch); `mt serve`: ONEDNN_PRIMITIVE_CACHE_CAPACITY; the commands that run a model:
-    glibc's malloc keeps freed memory."""
+    cuDNN (this imports torch); `mt serve`: ONEDNN_PRIMITIVE_CACHE_CAPACITY and LRU_CACHE_CAPACITY; the commands
+    that run a model: glibc's malloc keeps freed memory."""
     command, done = command_of(args), {}
     for name, value in (("GOMP_SPINCOUNT", openmp_spin_count(command)), ("THP_MEM_ALLOC_ENABLE", huge_pages(command)),
-                        ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", onednn_primitive_cache(command))):
+                        ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", kernel_cache_capacity(command)),
+                        ("LRU_CACHE_CAPACITY", kernel_cache_capacity(command))):
         if value is not None and name not in os.environ:
             os.environ[name] = done[name] = value
     if is_one_of(command, MODEL_COMMANDS) and keep_freed_memory():

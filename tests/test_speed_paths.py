@@ -198,7 +198,8 @@ def _import_mt(probe: str, *argv: str, **env: str) -> list[str]:
     """The words `probe` prints in a fresh `python -c probe ARGV...`, where sys.argv[1:] is ARGV, the command;
     mt's runtime variables are left out of the environment unless given in `env`."""
     inherited = {k: v for k, v in os.environ.items()
-                 if k not in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")}
+                 if k not in ("GOMP_SPINCOUNT", "THP_MEM_ALLOC_ENABLE", "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
+                              "LRU_CACHE_CAPACITY")}
     out = subprocess.run([sys.executable, "-c", probe, *argv], env={**inherited, **env}, capture_output=True,
                          text=True, check=True)
     return out.stdout.split()
@@ -217,14 +218,45 @@ def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_u
     assert _import_mt(probe, "--debug", "bench", "train") == ["True", "None"]
 
 
-def test_the_server_caps_onednns_kernel_cache_before_torch_loads_unless_the_user_chose():
-    """oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY when it loads; a server's refilled batches would fill its
-    default 1,024 entries and keep them (tuning.onednn_primitive_cache)."""
+def test_the_server_caps_onednns_kernel_caches_before_torch_loads_unless_the_user_chose():
+    """oneDNN and torch's ideep read their cache capacities when they load; a server's refilled batches would
+    fill their default 1,024 entries each and keep them (tuning.kernel_cache_capacity)."""
     probe = ("import sys, os; " + TUNE + "import torch; "
-             "print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'), torch._C._get_mkldnn_enabled())")
-    assert _import_mt(probe, "serve", "-m", "de:en=x.pt") == ["64", "True"]
-    assert _import_mt(probe, "serve", ONEDNN_PRIMITIVE_CACHE_CAPACITY="8") == ["8", "True"]
-    assert _import_mt(probe, "translate") == ["None", "True"]
+             "print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'), os.environ.get('LRU_CACHE_CAPACITY'), "
+             "torch._C._get_mkldnn_enabled())")
+    assert _import_mt(probe, "serve", "-m", "de:en=x.pt") == ["64", "64", "True"]
+    assert _import_mt(probe, "serve", ONEDNN_PRIMITIVE_CACHE_CAPACITY="8") == ["8", "64", "True"]
+    assert _import_mt(probe, "translate") == ["None", "None", "True"]
+
+
+def test_a_servers_kernel_caches_stop_growing_where_a_translate_runs_keep_every_shape():
+    """What the capacities are for: a linear layer run at 300 row counts (as a server's refilled batches make
+    them) keeps a kernel and its description per count; capped, the live memory stops growing."""
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("not glibc 2.33 or later")
+    probe = """
+import ctypes, sys
+from mt.tuning import tune_process
+tune_process(sys.argv[1:])
+import torch
+from mt.kernels import linear_layer
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Mallinfo2
+torch.set_num_threads(1)
+layer = torch.nn.Linear(256, 1024)
+with torch.inference_mode():
+    linear_layer(layer, torch.randn(160, 256))
+    before = libc.mallinfo2().uordblks
+    for rows in range(161, 461):
+        linear_layer(layer, torch.randn(rows, 256))
+print((libc.mallinfo2().uordblks - before) / 2 ** 20)
+"""
+    served, = map(float, _import_mt(probe, "serve"))
+    translated, = map(float, _import_mt(probe, "translate"))
+    assert served < 40 and translated > 2 * served, (served, translated)
 
 
 def test_importing_mt_and_loading_a_translator_change_nothing_in_the_process(trained_tiny):

@@ -4,6 +4,7 @@ scored on a held-out split of the training corpus that none of them trained on.
 
     python scripts/bench_distill.py [--work runs/bench-distill] [--steps split,teacher,baseline,distill,score,speed,serve]
         [--teacher-steps 6000] [--student-steps 3000] [--held-out 1000] [--set-teacher model.d_model=512 ...]
+        [--set-student model.norm=pre ...]
 
 Steps (mt train and mt distill resume where they stopped: a killed benchmark is started again with the same
 command, or with --steps from the step it stopped in):
@@ -11,7 +12,8 @@ command, or with --steps from the step it stopped in):
             the first --train-pairs of it) train.*
   teacher   configs/demo.yaml at the teacher's shape (--teacher-*; default 4+4 layers, d 256, ff 1024), then
             its last --average checkpoints averaged (teacher.pt)
-  baseline  the student (configs/student-tiny.yaml's model) trained --student-steps on the references
+  baseline  the student (configs/student-tiny.yaml's model, with --set-student) trained --student-steps on the
+            references
   distill   `mt distill` of the same student, same updates, from teacher.pt (beam 4, filter_worst, keep_original)
   score     held-out BLEU, beam 4, of the teacher, the baseline, the distilled student and its int8 export
   speed     held-out sentences/s: the teacher's fp32 checkpoint with mt against the student's int8 export with
@@ -83,7 +85,8 @@ def student_sets(work: Path, a, name: str) -> list[str]:
     return sets({**data_sets(work), "train.max_steps": a.student_steps, "output_dir": work / name,
                  "train.save_every": max(1, a.student_steps // 4),
                  "train.eval_every": max(1, a.student_steps // a.evals),
-                 "train.warmup_steps": min(400, a.student_steps // 3)})
+                 "train.warmup_steps": min(400, a.student_steps // 3)}) + [
+        x for item in a.set_student for x in ("--set", item)]
 
 
 def baseline(work: Path, a) -> dict:
@@ -162,6 +165,8 @@ def main() -> None:
     ap.add_argument("--average", type=int, default=4, help="the teacher's last checkpoints averaged")
     ap.add_argument("--set-teacher", nargs="*", default=[], help="more --set arguments for the teacher")
     ap.add_argument("--student-steps", type=int, default=3000)
+    ap.add_argument("--set-student", nargs="*", default=[],
+                    help="more --set arguments for both students (the baseline and the distilled one)")
     ap.add_argument("--filter-worst", type=float, default=0.05)
     ap.add_argument("--keep-original", default="false", choices=["true", "false"])
     ap.add_argument("--device", default="cpu")

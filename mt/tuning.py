@@ -59,8 +59,8 @@ def kernel_cache_capacity(command: list[str]) -> str | None:
     Both are keyed by matrix shape, and a server's refilled batches make a new row count at almost every step
     (mt/kernels.py sends 160 rows or more to oneDNN), so both fill to their capacity and hold that memory for
     good: about 0.25 MB an entry each. One linear layer run at 400 row counts kept 222 MB more live memory
-    with the defaults, 117 MB with oneDNN's cache at 64 alone, 26 MB with both at 64; the demo checkpoint's
-    server settles flat under rounds of 128 clients with both (docs/serving.md)."""
+    with the defaults, 117 MB with oneDNN's cache at 64 alone, 26 MB with both at 64; with both, the demo
+    checkpoint's server no longer climbs round after round of 128 clients (docs/serving.md)."""
     return "64" if is_one_of(command, (["serve"],)) else None
 
 

@@ -218,6 +218,14 @@ def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_u
     assert _import_mt(probe, "--debug", "bench", "train") == ["True", "None"]
 
 
+MALLINFO2 = """class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks "
+                                               "keepcost").split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+"""  # glibc's malloc statistics in a probe (`import ctypes` first)
+
+
 def test_the_server_caps_onednns_kernel_caches_before_torch_loads_unless_the_user_chose():
     """oneDNN and torch's ideep read their cache capacities when they load; a server's refilled batches would
     fill their default 1,024 entries each and keep them (tuning.kernel_cache_capacity)."""
@@ -234,18 +242,13 @@ def test_a_servers_kernel_caches_stop_growing_where_a_translate_runs_keep_every_
     them) keeps a kernel and its description per count; capped, the live memory stops growing."""
     if not hasattr(ctypes.CDLL(None), "mallinfo2"):
         pytest.skip("not glibc 2.33 or later")
-    probe = """
+    probe = f"""
 import ctypes, sys
 from mt.tuning import tune_process
 tune_process(sys.argv[1:])
 import torch
 from mt.kernels import linear_layer
-class Mallinfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Mallinfo2
-torch.set_num_threads(1)
+{MALLINFO2}torch.set_num_threads(1)
 layer = torch.nn.Linear(256, 1024)
 with torch.inference_mode():
     linear_layer(layer, torch.randn(160, 256))
@@ -266,11 +269,7 @@ def test_importing_mt_and_loading_a_translator_change_nothing_in_the_process(tra
     probe = f"""
 import ctypes, os, sys, mt, torch
 from mt.loading import load_translator
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks "
-                                               "keepcost").split()]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype, libc.malloc.restype = MallInfo2, ctypes.c_void_p
+{MALLINFO2}libc.malloc.restype = ctypes.c_void_p
 load_translator("{trained_tiny / 'checkpoint_last.pt'}", device="cpu")
 mapped = libc.mallinfo2().hblkhd
 libc.malloc(40 * 2 ** 20)  # over glibc's 32 MB threshold: a mapping of its own, unless mallopt turned mmap off

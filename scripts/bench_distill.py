@@ -50,6 +50,11 @@ def sets(values: dict) -> list[str]:
     return [a for key, value in values.items() for a in ("--set", f"{key}={value}")]
 
 
+def more_sets(items: list[str]) -> list[str]:
+    """--set-teacher / --set-student's `section.key=value` items as mt's --set arguments."""
+    return [x for item in items for x in ("--set", item)]
+
+
 def split(work: Path, held_out: int, train_pairs: int, dev_lines: int) -> dict:
     """The last `held_out` pairs set aside; of the others, the first `train_pairs` (0: all) to train on; the
     first `dev_lines` (0: all) of the dev set for training's evaluations and `mt distill`'s comparison."""
@@ -75,7 +80,7 @@ def teacher(work: Path, a) -> dict:
              "train.eval_every": max(1, a.teacher_steps // a.evals),
              "train.keep_last": a.average, "output_dir": work / "teacher"}
     run(*MT, "train", "configs/demo.yaml", *sets({**data_sets(work), **shape}),
-        *[x for item in a.set_teacher for x in ("--set", item)])
+        *more_sets(a.set_teacher))
     run(*MT, "average", "--last", a.average, work / "teacher", "-o", work / "teacher.pt")
     return {"shape": {k: str(v) for k, v in shape.items() if k.startswith("model.")}, "updates": a.teacher_steps,
             "averaged": a.average}
@@ -85,8 +90,7 @@ def student_sets(work: Path, a, name: str) -> list[str]:
     return sets({**data_sets(work), "train.max_steps": a.student_steps, "output_dir": work / name,
                  "train.save_every": max(1, a.student_steps // 4),
                  "train.eval_every": max(1, a.student_steps // a.evals),
-                 "train.warmup_steps": min(400, a.student_steps // 3)}) + [
-        x for item in a.set_student for x in ("--set", item)]
+                 "train.warmup_steps": min(400, a.student_steps // 3)}) + more_sets(a.set_student)
 
 
 def baseline(work: Path, a) -> dict:

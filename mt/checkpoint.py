@@ -30,7 +30,7 @@ class ModelPart(NamedTuple):
     step: int  # updates done
     src_tokenizer: torch.Tensor  # the SentencePiece model as bytes (Tokenizer.to_tensor)
     tgt_tokenizer: torch.Tensor
-    ema_model: dict | None = None  # with train.ema_decay: the averaged weights (mt/ema.py), which translating,
+    ema_model: dict | None = None  # with train.ema_decay: the averaged weights (mt/training/ema.py), which translating,
     # averaging and exporting use unless asked for the raw ones (`translation_weights`)
 
 
@@ -47,7 +47,7 @@ class ResumePart(NamedTuple):
     skipped_updates: int  # updates skipped for a non-finite loss since the run began
     best_step: int = -1  # the step of that best score (absent before early stopping: -1)
     evals_since_best: int = 0  # dev evaluations since it, for train.patience
-    log_window: tuple = ()  # the updates since the last log line (mt.train.Window.pending), so that the first
+    log_window: tuple = ()  # the updates since the last log line (mt.training.loop.Window.pending), so that the first
     # line after a resume covers the same updates as an uninterrupted run's
 
 

@@ -55,9 +55,9 @@ def prepare(config: Path, set_: SetOption = None,
             restart: Annotated[bool, typer.Option(help="Prepare again even if output_dir/data/ is complete.")] = False):
     """Train the sentencepiece model and encode the corpus into output_dir/data/."""
     from mt.config import load_config
-    from mt.data import check_sources
+    from mt.data.parallel_text import check_sources
     from mt.folder_lock import folder_lock
-    from mt.prepare import STAMP, data_dir, prepare_data
+    from mt.data.prepare import STAMP, data_dir, prepare_data
 
     cfg = load_config(config, set_ or [])
     check_sources(cfg.data)
@@ -83,7 +83,7 @@ def clean(
                                                      "target (tab-separated).")] = None,
 ):
     """Remove noisy pairs from a parallel corpus; print how many each filter removed (docs/cleaning.md)."""
-    from mt.clean import clean_corpus, corpus_languages, file_chunks, output_paths, write_report
+    from mt.data.clean import clean_corpus, corpus_languages, file_chunks, output_paths, write_report
     from mt.config import load_config
 
     cfg = load_config(config, set_ or []).clean
@@ -101,7 +101,7 @@ def train(config: Path, set_: SetOption = None,
           restart: Annotated[bool, typer.Option(help="Start over even if output_dir has a checkpoint.")] = False):
     """Train a model; resumes from output_dir/checkpoint_last.pt when it exists."""
     from mt.config import load_config
-    from mt.train import train as run_training
+    from mt.training.loop import train as run_training
 
     cfg = load_config(config, set_ or [])
     result = run_training(cfg, restart=restart)
@@ -115,7 +115,7 @@ def distill(config: Path, set_: SetOption = None):
     sources, score and filter, train, export and compare); every step resumes after a kill and is skipped when
     done. See docs/distilling.md."""
     from mt.config import load_config
-    from mt.distill import distill as run_distill
+    from mt.commands.distill import distill as run_distill
 
     stopped_by = run_distill(load_config(config, set_ or []), _warn)
     if stopped_by is not None:  # training stopped by a signal: saved and resumable, as mt train exits
@@ -181,8 +181,9 @@ def translate(
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
-    from mt.loading import load_translator
-    from mt.translate import OUTPUT_FORMATS, LineFormat, check_input, check_output, translate_file
+    from mt.decoding.loading import load_translator
+    from mt.commands.translate import OUTPUT_FORMATS, check_input, check_output, translate_file
+    from mt.decoding.lines import LineFormat
 
     _check_device(device)
     check_input(input)
@@ -242,10 +243,10 @@ def evaluate(
     decode: DecodeChoices = None,
 ):
     """Score hypotheses against references with sacrebleu (translating --src with -c first if given)."""
-    from mt.data import read_lines
-    from mt.metrics import score_corpus
+    from mt.data.parallel_text import read_lines
+    from mt.training.corpus_scores import score_corpus
 
-    from mt.translate import check_input, check_output
+    from mt.commands.translate import check_input, check_output
 
     if (hyp is None) == (checkpoint is None):
         raise MtError("give either --hyp FILE, or -c CHECKPOINT with --src FILE")
@@ -274,8 +275,9 @@ def evaluate(
 
 def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices) -> list[str]:
     from mt.files import atomic_write_text
-    from mt.translate import LineFormat, run_translate
-    from mt.loading import load_translator
+    from mt.commands.translate import run_translate
+    from mt.decoding.lines import LineFormat
+    from mt.decoding.loading import load_translator
 
     tr = load_translator(checkpoint, device, raw_weights=raw_weights)
     sink = io.StringIO()
@@ -301,9 +303,9 @@ def score(
     raw_weights: RawWeights = False,
 ):
     """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
-    from mt.scoring import run_score
-    from mt.translate import check_input, check_output
-    from mt.loading import load_translator
+    from mt.decoding.scoring import run_score
+    from mt.commands.translate import check_input, check_output
+    from mt.decoding.loading import load_translator
 
     _check_device(device)
     check_input(src, "--src")
@@ -324,7 +326,7 @@ def average(
 ):
     """Average model parameters (mt average A.pt B.pt -o OUT, or mt average --last 5 OUTPUT_DIR -o OUT)."""
     from mt.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
-    from mt.translate import check_output
+    from mt.commands.translate import check_output
 
     paths = list(checkpoints or [])
     if last is not None:
@@ -374,9 +376,9 @@ def serve(
                                                               "`Authorization: Bearer TOKEN`.")] = None,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
-    from mt.http_limits import HttpSettings
-    from mt.served_models import Limits, ModelSpec, ServeSettings, load_server
-    from mt.server import serve as run
+    from mt.serving.limits import HttpSettings
+    from mt.serving.models import Limits, ModelSpec, ServeSettings, load_server
+    from mt.serving.app import serve as run
 
     _check_device(device)
     _check_port(host, port)
@@ -413,7 +415,7 @@ def bench_train(config: Path, set_: SetOption = None,
                 compile_: Annotated[bool, typer.Option("--compile", help="torch.compile both sides.")] = False,
                 as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False):
     """mt's training step against a plain PyTorch loop of the same size, on the same batches."""
-    from mt.bench import bench_train as run_bench
+    from mt.training.bench import bench_train as run_bench
     from mt.config import load_config
 
     overrides = [*(set_ or []), *(["train.compile=true"] if compile_ else [])]
@@ -450,13 +452,13 @@ def export(
         raise MtError(f"-c: an export is of one checkpoint, got {len(paths)}; average an ensemble's checkpoints "
                       "into one first (mt average)")
     if format == "huggingface":
-        from mt.hf_export import export_huggingface
+        from mt.interop.huggingface import export_huggingface
 
         if quantization is not None:
             raise MtError("--quantization: for --format ctranslate2 only; the Hugging Face export is float32")
         _warn(f"exported {export_huggingface(paths[0], output, force, raw_weights)}")
         return
-    from mt.export import export_ctranslate2
+    from mt.interop.ctranslate2 import export_ctranslate2
 
     _warn(f"exported {export_ctranslate2(paths[0], output, quantization, force, raw_weights)}")
 
@@ -470,8 +472,8 @@ def import_(
     import yaml
 
     from mt.config import config_to_dict
-    from mt.marian import import_marian
-    from mt.translate import check_output
+    from mt.interop.marian import import_marian
+    from mt.commands.translate import check_output
 
     check_output(str(output))
     cfg = import_marian(directory, output, log=_warn)
@@ -483,7 +485,7 @@ def import_(
 @app.command()
 def info(path: Path, set_: SetOption = None):
     """Print the architecture and the exact parameter count of a config or a checkpoint."""
-    from mt.info import describe
+    from mt.commands.info import describe
 
     print(describe(path, set_ or []))
 
@@ -500,7 +502,7 @@ def plot_positions(positions: Annotated[int, typer.Option(min=1)] = 100,
                    dims: Annotated[int, typer.Option(min=2, help="d_model (even).")] = 512,
                    output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
     """The sinusoidal position encodings (positions down, dimensions across) with a colour bar."""
-    from mt.plot import plot_positions as draw
+    from mt.commands.plot import plot_positions as draw
 
     draw(positions, dims, output=output, show=show, dpi=dpi)
     _wrote(output)
@@ -511,7 +513,7 @@ def plot_mask(size: Annotated[int, typer.Option(min=1)] = 20,
               padding: Annotated[int, typer.Option(min=0, help="Also draw the target mask with N padding.")] = 0,
               output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
     """The subsequent mask, and with --padding the decoder's mask of a padded sentence (True = may attend)."""
-    from mt.plot import plot_mask as draw
+    from mt.commands.plot import plot_mask as draw
 
     draw(size, padding, output=output, show=show, dpi=dpi)
     _wrote(output)
@@ -528,7 +530,7 @@ def plot_attention(
     output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100,
 ):
     """Encoder self-, decoder self- and cross-attention weights of one sentence, from a real forward pass."""
-    from mt.plot import plot_attention as draw
+    from mt.commands.plot import plot_attention as draw
 
     _check_plot_output(output, {"-c": checkpoint})
     draw(checkpoint, text, target, layer, head, all_heads, output=output, show=show, dpi=dpi)
@@ -539,7 +541,7 @@ def plot_attention(
 def plot_curves(run_dirs: Annotated[list[Path], typer.Argument(help="Training output_dirs.")],
                 output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
     """Train and dev loss, dev BLEU and learning rate against step from metrics.jsonl, runs overlaid."""
-    from mt.plot import plot_curves as draw
+    from mt.commands.plot import plot_curves as draw
 
     _check_plot_output(output, {run_dir.name: run_dir / "metrics.jsonl" for run_dir in run_dirs})
     draw(run_dirs, output=output, show=show, dpi=dpi)
@@ -547,7 +549,7 @@ def plot_curves(run_dirs: Annotated[list[Path], typer.Argument(help="Training ou
 
 
 def _check_plot_output(output: Path | None, inputs: dict) -> None:
-    from mt.translate import check_output
+    from mt.commands.translate import check_output
 
     check_output(None if output is None else str(output), inputs=inputs)
 

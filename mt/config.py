@@ -33,7 +33,7 @@ class CorpusConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    train: tuple[CorpusConfig, ...] = ()  # several training corpora (mt/mixing.py), instead of train_src/train_tgt
+    train: tuple[CorpusConfig, ...] = ()  # several training corpora (mt/data/mixing.py), instead of train_src/train_tgt
     train_src: str | None = None  # line-aligned text files ...
     train_tgt: str | None = None
     dev_src: str | None = None
@@ -61,7 +61,7 @@ class TokenizerConfig:
     character_coverage: float = 1.0
     vocab_file: str | None = None  # not in the paper: a vocabulary file (Marian's vocab.json) in front of the
     # sentencepiece model(s), whose ids the model uses; `mt import` renumbers the stored sentencepiece models to
-    # its ids (mt/marian.py), so only an imported checkpoint (train.init_from) brings one. None: sentencepiece's ids
+    # its ids (mt/interop/marian.py), so only an imported checkpoint (train.init_from) brings one. None: sentencepiece's ids
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class TrainConfig:
     best_metric: str = "bleu"  # bleu | chrf | loss (dev): what checkpoint_best.pt and patience follow
     patience: int = 0  # stop after this many dev evaluations without a better best_metric; 0: never
     init_from: str | None = None  # fine-tuning: a checkpoint whose weights and tokenizers a new run starts from
-    ema_decay: float = 0.0  # an exponential moving average of the weights (mt/ema.py), e.g. 0.999; 0: off
+    ema_decay: float = 0.0  # an exponential moving average of the weights (mt/training/ema.py), e.g. 0.999; 0: off
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast, CUDA only)
@@ -139,7 +139,7 @@ class DecodeConfig:
 
 @dataclass(frozen=True)
 class CleanConfig:
-    """`mt clean` (mt/clean.py): each filter removes a pair when it fails on either side; 0 or false turns it off.
+    """`mt clean` (mt/data/clean.py): each filter removes a pair when it fails on either side; 0 or false turns it off.
     Sources of the defaults: Mozilla's translations pipeline (clean_parallel.py), OpusCleaner's filters and
     OpusFilter's (docs/cleaning.md)."""
 
@@ -169,19 +169,19 @@ class CleanConfig:
     # RATIO_ALPHA_WORDS; OpusCleaner alpha_ratio)
     min_alpha_chars: float = 0.5  # share of non-space characters that are letters of the side's script (Mozilla
     # clean_parallel RATIO_ALPHA_CHARS; OpusCleaner alpha_ratio)
-    language_id: bool = True  # each side's language, detected by fastText's lid.176 model (mt/language_id.py),
+    language_id: bool = True  # each side's language, detected by fastText's lid.176 model (mt/data/language_id.py),
     # must be the side's language (OpusCleaner fasttext_filter; OpusFilter LanguageIDFilter)
     language_min_prob: float = 0.0  # a side also passes when its language has this probability, though another
     # is more probable; 0: the most probable only (OpusCleaner, OpusFilter)
     word_alignment: float = 0.0  # eflomal's alignment score (mean negative log-probability of a word, the worse
     # of the two directions) above this removes the pair: misaligned pairs (OpusFilter WordAlignFilter, which has
-    # no default threshold); 0: off, as in the three pipelines' defaults (mt/word_alignment.py)
+    # no default threshold); 0: off, as in the three pipelines' defaults (mt/data/eflomal_scores.py)
     align_pairs: int = 100_000  # pairs eflomal's model is fitted to at a time (with word_alignment)
 
 
 @dataclass(frozen=True)
 class DistillConfig:
-    """`mt distill` (mt/distill.py): sequence-level knowledge distillation (Kim and Rush, 2016)."""
+    """`mt distill` (mt/commands/distill.py): sequence-level knowledge distillation (Kim and Rush, 2016)."""
 
     teachers: tuple[str, ...] = ()  # checkpoints (several: an ensemble) or one `mt export` directory
     beam_size: int = 4  # the teachers' beam when they translate the training sources

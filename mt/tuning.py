@@ -1,7 +1,7 @@
 """Process tuning of the `mt` command, in one function its `main()` calls first: `tune_process`.
 
 Nothing here runs at import, and nothing else in mt changes the process: a program that imports mt (a notebook,
-a test, `mt.lines.load_translator`) keeps torch's and glibc's defaults unless it calls `tune_process` itself,
+a test, `mt.decoding.lines.load_translator`) keeps torch's and glibc's defaults unless it calls `tune_process` itself,
 before it imports torch. docs/design.md ("Process tuning") gives each setting's measured reason. The one
 thing done later is `return_freed_memory`, which `mt serve`'s decode thread calls when its models go idle.
 """
@@ -57,7 +57,7 @@ def kernel_cache_capacity(command: list[str]) -> str | None:
     (the cache of kernel descriptions that torch's ideep layer keeps in front of it).
 
     Both are keyed by matrix shape, and a server's refilled batches make a new row count at almost every step
-    (mt/kernels.py sends 160 rows or more to oneDNN), so both fill to their capacity and hold that memory for
+    (mt/model/kernels.py sends 160 rows or more to oneDNN), so both fill to their capacity and hold that memory for
     good: about 0.25 MB an entry each. One linear layer run at 400 row counts kept 222 MB more live memory
     with the defaults, 117 MB with oneDNN's cache at 64 alone, 26 MB with both at 64; with both, the demo
     checkpoint's server no longer climbs round after round of 128 clients (docs/serving.md)."""

@@ -6,12 +6,12 @@
 Each model is exported once with `mt export` (float32, a temporary directory). Then, per model and search, these
 rows, each in a fresh process with `--threads` threads:
 - `mt` at each `--mt-batches` value of `decode.batch_tokens` (source tokens per batch), through mt's own code
-  path (load_translator, then mt.lines.translate_lines over all lines: what `mt translate` does);
+  path (load_translator, then mt.decoding.lines.translate_lines over all lines: what `mt translate` does);
 - `CTranslate2` at each `--ct2-batches` value: `ctranslate2.Translator(dir, intra_threads=T).translate_batch(
   pieces, beam_size=K, length_penalty=0.6, max_batch_size=N, batch_type="tokens", max_decoding_length=M)` on
   sentencepiece pieces, as its documentation shows (N = 0 is its default: everything in one batch), with its
   own choice of matrix products (on an Intel CPU, MKL's) or `--ct2-mkl 0|1` (its CT2_USE_MKL; `mt` sets 0
-  unless the user set it: mt/ct2_backend.py). M is the
+  unless the user set it: mt/decoding/ct2_backend.py). M is the
   longest source + 50, the limit of mt's longest sentence (CTranslate2 takes one limit per call; mt's is
   per sentence: source + 50);
 - `process` rows: the whole `mt translate -c CKPT -i dev.de -o out` command at its defaults (with
@@ -53,8 +53,8 @@ def run_mt(model: str, beam: int, batch: int, lines: list[str], device: str) -> 
     import torch
 
     from mt.config import DecodeConfig
-    from mt.lines import translate_lines
-    from mt.loading import load_translator
+    from mt.decoding.lines import translate_lines
+    from mt.decoding.loading import load_translator
 
     tr = load_translator(model, device)
     start = time.perf_counter()
@@ -128,7 +128,7 @@ class Bench:
         thread count travels as OMP_NUM_THREADS); its wall seconds and stdout."""
         start = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": str(self.args.threads)}
-        env.pop("CT2_USE_MKL", None)  # the export in this process set it (mt/ct2_backend.py)
+        env.pop("CT2_USE_MKL", None)  # the export in this process set it (mt/decoding/ct2_backend.py)
         if self.args.ct2_mkl != "library":
             env["CT2_USE_MKL"] = self.args.ct2_mkl
         out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
@@ -199,8 +199,8 @@ def main():
         return
     if not args.model:
         parser.error("give at least one --model")
-    from mt.export import export_ctranslate2
-    from mt.metrics import score_corpus
+    from mt.interop.ctranslate2 import export_ctranslate2
+    from mt.training.corpus_scores import score_corpus
 
     beams = [int(b) for b in args.beams.split(",")]
     mt_batches = [int(b) for b in args.mt_batches.split(",")]
@@ -234,7 +234,7 @@ def _best_batch(runs, model, beam, engine, batches) -> int:
 
 def report(bench: Bench, args, beams, mt_batches, ct2_batches, base_batches, refs, score_corpus) -> None:
     from mt.checkpoint import load_checkpoint
-    from mt.tokenizer import Tokenizer
+    from mt.data.tokenizer import Tokenizer
 
     print(f"{len(bench.lines)} sentences of {SOURCE.relative_to(ROOT)}; {args.device.upper()}, {args.threads} "
           f"threads; CTranslate2's CT2_USE_MKL: {args.ct2_mkl}; alpha {ALPHA}, max length source + {MAX_LEN_B}; "

@@ -65,9 +65,9 @@ def main() -> None:
     tune_process(["translate"])  # as `mt translate` runs: before torch loads
     import torch
 
-    from mt.lines import translate_lines
-    from mt.loading import load_translator
-    from mt.metrics import bleu_score
+    from mt.decoding.lines import translate_lines
+    from mt.decoding.loading import load_translator
+    from mt.training.corpus_scores import bleu_score
 
     torch.set_num_threads(int(__import__("os").environ.get("OMP_NUM_THREADS", 2)))
     src = (DEV / "dev.de").read_text(encoding="utf-8").splitlines()[:args.limit]

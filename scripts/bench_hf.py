@@ -31,8 +31,8 @@ ENGINES = ("mt", "ctranslate2", "onnxruntime")
 
 def run_mt(args, lines):
     from mt.config import DecodeConfig
-    from mt.lines import translate_lines
-    from mt.loading import load_translator
+    from mt.decoding.lines import translate_lines
+    from mt.decoding.loading import load_translator
 
     tr = load_translator(args.model, "cpu")
     opts = DecodeConfig(beam_size=1, max_len_a=0.0, max_len_b=args.max_len, batch_tokens=args.batch_tokens)

@@ -128,11 +128,11 @@ def training_step(work: Path, rounds: int) -> None:
     loop (its loss with the same label smoothing, torch Adam), on the same 64 dev pairs."""
     from transformers import MarianMTModel, MarianTokenizer
 
-    from mt.backend import load_model_translator
-    from mt.batching import pad_sequences
+    from mt.decoding.model_backend import load_model_translator
+    from mt.data.batching import pad_sequences
     from mt.config import TrainConfig
     from mt.masks import padding_mask
-    from mt.recipe import label_smoothed_loss, make_optimizer
+    from mt.training.recipe import label_smoothed_loss, make_optimizer
     from mt.symbols import BOS, EOS, PAD
 
     src_lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:64]

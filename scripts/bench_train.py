@@ -79,7 +79,7 @@ def prepare(work: Path, venv: Path | None, updates: int, warmup: int, log_every:
     run([sys.executable, "-m", "mt", "prepare", str(config)], work / "prepare.log")
     if venv is not None and not (work / "fairseq-bin").exists():
         from mt.config import load_config
-        from mt.prepare import load_prepared
+        from mt.data.prepare import load_prepared
 
         data = load_prepared(load_config(config))
         tok = data.src_tokenizer  # joint: the same model on both sides

@@ -25,8 +25,8 @@ def snapshot(checkpoint: str, limit: int, device: str) -> dict:
     import torch
 
     from mt.config import DecodeConfig
-    from mt.lines import LineIds, translate_ids
-    from mt.loading import load_translator
+    from mt.decoding.lines import LineIds, translate_ids
+    from mt.decoding.loading import load_translator
 
     tr = load_translator(checkpoint, device)
     lines = (ROOT / "data/ddtp-de-en/dev.de").read_text(encoding="utf-8").splitlines()[:limit]

@@ -139,7 +139,7 @@ def fairseq_hypotheses(output: str, tok) -> list[str]:
 
 def source_tokenizer(config: Path):
     from mt.config import load_config
-    from mt.prepare import load_prepared
+    from mt.data.prepare import load_prepared
 
     return load_prepared(load_config(config)).src_tokenizer  # joint: the same model on both sides
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from mt.config import DecodeConfig, ModelConfig
-from mt.lines import LineIds
-from mt.decoding import SentenceRequest, max_output_lengths
-from mt.model import Transformer, build_model
+from mt.decoding.lines import LineIds
+from mt.decoding.protocol import SentenceRequest, max_output_lengths
+from mt.model.transformer import Transformer, build_model
 from mt.symbols import EOS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,9 +5,9 @@ import json
 
 import torch
 
-from mt.alignment import _word_of, cross_attention, word_alignment
+from mt.decoding.attention_alignment import _word_of, cross_attention, word_alignment
 from mt.config import ModelConfig
-from mt.model import build_model
+from mt.model.transformer import build_model
 from mt.symbols import EOS
 from tests.conftest import DATA, run_mt
 

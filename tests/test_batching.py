@@ -1,4 +1,4 @@
-"""Token batching (mt/batching.py): the plan covers every pair within the budget, collate builds the paper's
+"""Token batching (mt/data/batching.py): the plan covers every pair within the budget, collate builds the paper's
 teacher-forcing tensors, the schedule resumes and shards exactly, the prefetcher changes nothing but timing."""
 
 import random
@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from mt.batching import (
+from mt.data.batching import (
     BatchPrefetcher,
     BatchSchedule,
     collate,
@@ -16,9 +16,9 @@ from mt.batching import (
     training_batches,
 )
 from mt.config import load_config
-from mt.corpus import encode_corpus
+from mt.data.corpus import encode_corpus
 from mt.masks import target_mask
-from mt.prepare import prepare_data
+from mt.data.prepare import prepare_data
 from mt.symbols import BOS, EOS, PAD
 from tests.conftest import TINY, tiny_overrides
 

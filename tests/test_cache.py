@@ -1,13 +1,13 @@
-"""The key/value cache of incremental decoding (mt/cache.py): every cached step equals the full pass."""
+"""The key/value cache of incremental decoding (mt/model/kv_cache.py): every cached step equals the full pass."""
 
 import pytest
 import torch
 
-from mt.cache import DecoderCache, KeptRows, kept, kept_rows
+from mt.model.kv_cache import DecoderCache, KeptRows, kept, kept_rows
 from mt.config import ModelConfig
 from mt.masks import padding_mask, target_mask
-from mt.model import build_model
-from mt.search import compacted
+from mt.model.transformer import build_model
+from mt.decoding.search import compacted
 from mt.symbols import BOS, PAD
 
 VOCAB = 50

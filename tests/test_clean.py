@@ -1,5 +1,5 @@
 """`mt clean`: each filter on pairs it must remove and keep, the outputs in order and complete, the report,
-bounded memory, `data.clean` in `mt prepare`, and the bad inputs (mt/clean.py, mt/clean_filters.py)."""
+bounded memory, `data.clean` in `mt prepare`, and the bad inputs (mt/data/clean.py, mt/data/clean_filters.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from conftest import DATA, TINY, run_mt, tiny_overrides
-from mt import clean_filters as f
-from mt.clean import Cleaner, SeenHashes
-from mt.clean_filters import Pair
+from mt.data import clean_filters as f
+from mt.data.clean import Cleaner, SeenHashes
+from mt.data.clean_filters import Pair
 from mt.config import CleanConfig
-from mt.language_id import check_language, detect_language, detect_languages, known_languages
+from mt.data.language_id import check_language, detect_language, detect_languages, known_languages
 
 C = CleanConfig()
 

@@ -4,10 +4,10 @@ terms decode as without the option; batching, the cache and the bank allocation.
 import pytest
 import torch
 
-from mt.backend import ModelBackend
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.constraints import _after, _allocate, _Progress
-from mt.lines import translate_ids
+from mt.decoding.constraints import _after, _allocate, _Progress
+from mt.decoding.lines import translate_ids
 from mt.symbols import EOS
 from tests.conftest import lines_of, one_error_line, run_mt
 

@@ -1,11 +1,11 @@
 import torch
 
 from mt.config import TokenizerConfig, load_config
-from mt.corpus import encode_corpus
-from mt.data import read_parallel
-from mt.prepare import load_prepared, prepare_data
+from mt.data.corpus import encode_corpus
+from mt.data.parallel_text import read_parallel
+from mt.data.prepare import load_prepared, prepare_data
 from mt.symbols import BOS, EOS, PAD, UNK
-from mt.tokenizer import train_tokenizer
+from mt.data.tokenizer import train_tokenizer
 from tests.conftest import DATA, TINY, tiny_overrides
 
 SENTENCES = [f"the {w} number {i} is here" for i, w in enumerate(["cat", "dog", "bird", "fish"] * 30)]

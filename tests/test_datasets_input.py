@@ -4,7 +4,7 @@ import datasets
 import pytest
 
 from mt.config import DataConfig
-from mt.data import load_split
+from mt.data.parallel_text import load_split
 from mt.errors import DataError
 from tests.conftest import DATA, TINY, run_mt
 

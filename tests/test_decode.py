@@ -1,11 +1,11 @@
-"""The decoding front end (mt/lines.py): line preparation written once, the same for every backend."""
+"""The decoding front end (mt/decoding/lines.py): line preparation written once, the same for every backend."""
 
 from dataclasses import replace
 
 from mt.config import DecodeConfig
-from mt.lines import translate_ids
-from mt.decoding import Hypothesis
-from mt.scheduler import in_static_batches
+from mt.decoding.lines import translate_ids
+from mt.decoding.protocol import Hypothesis
+from mt.decoding.scheduler import in_static_batches
 from tests.conftest import lines_of
 
 

@@ -11,7 +11,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import ModelConfig, config_from_dict, config_to_dict, model_settings
-from mt.model import build_model
+from mt.model.transformer import build_model
 from tests.conftest import DATA, TINY, run_mt, tiny_overrides
 
 # No dev set: evaluating an untrained model's beam search over it would take most of the test's time.

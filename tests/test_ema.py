@@ -3,12 +3,12 @@ commands use."""
 
 import torch
 
-from mt.backend import load_model_translator
+from mt.decoding.model_backend import load_model_translator
 from mt.checkpoint import load_checkpoint
-from mt.corpus import encode_corpus
-from mt.data import read_parallel
-from mt.ema import WeightAverage, effective_decay
-from mt.evaluation import dev_loss
+from mt.data.corpus import encode_corpus
+from mt.data.parallel_text import read_parallel
+from mt.training.ema import WeightAverage, effective_decay
+from mt.training.evaluation import dev_loss
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
 

@@ -4,10 +4,10 @@ own cache; greedy, beam and sampling on it; same vocabularies or a one-line erro
 import pytest
 import torch
 
-from mt.backend import ModelBackend
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.lines import translate_ids
-from mt.ensemble import Ensemble
+from mt.decoding.lines import translate_ids
+from mt.model.ensemble import Ensemble
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS
 from tests.conftest import DATA, TINY, lines_of, one_error_line, random_model, random_sources, run_mt, tiny_overrides

@@ -10,11 +10,11 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import DecodeConfig, config_from_dict, config_to_dict
-from mt.lines import translate_lines
+from mt.decoding.lines import translate_lines
 from mt.errors import MtError
-from mt.model import build_model
-from mt.tokenizer import Tokenizer
-from mt.loading import load_translator
+from mt.model.transformer import build_model
+from mt.data.tokenizer import Tokenizer
+from mt.decoding.loading import load_translator
 from tests.conftest import DATA, run_mt
 
 pytest.importorskip("ctranslate2")
@@ -100,7 +100,7 @@ def test_export_refuses_an_existing_directory_unless_forced(trained_tiny, tmp_pa
 
 
 def test_without_ctranslate2_the_error_names_the_extra(trained_tiny, tmp_path, monkeypatch):
-    from mt.export import export_ctranslate2
+    from mt.interop.ctranslate2 import export_ctranslate2
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 now raises ImportError
     with pytest.raises(MtError, match=r"pip install 'mt\[ct2\]'"):
@@ -166,7 +166,7 @@ def test_ctranslate2_loads_with_onednn_unless_the_user_chose(user_value, loaded_
     env = {k: v for k, v in os.environ.items() if k != "CT2_USE_MKL"}
     if user_value is not None:
         env["CT2_USE_MKL"] = user_value
-    code = ("import os, sys; from mt.ct2_backend import import_ctranslate2; import_ctranslate2(); "
+    code = ("import os, sys; from mt.decoding.ct2_backend import import_ctranslate2; import_ctranslate2(); "
             "print(os.environ['CT2_USE_MKL'], 'ctranslate2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [loaded_with, "True"]

@@ -20,10 +20,10 @@ import torch
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from mt.backend import load_model_translator
+from mt.decoding.model_backend import load_model_translator
 from mt.config import DecodeConfig, TokenizerConfig
-from mt.hf_export import export_huggingface
-from mt.tokenizer import train_tokenizer
+from mt.interop.huggingface import export_huggingface
+from mt.data.tokenizer import train_tokenizer
 from tests.conftest import DATA, ROOT, requests_of
 from tests.test_hf_export import POSITIONS, make_checkpoint
 from tests.test_web_page import browser  # noqa: F401 (the page test's chromium fixture, used here too)

@@ -7,14 +7,14 @@ import json
 import pytest
 import torch
 
-from mt.backend import load_model_translator
+from mt.decoding.model_backend import load_model_translator
 from mt.checkpoint import ModelPart, checkpoint_dict, save_checkpoint
 from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig, config_to_dict
-from mt.hf_export import export_huggingface
+from mt.interop.huggingface import export_huggingface
 from mt.masks import padding_mask
-from mt.model import build_model
+from mt.model.transformer import build_model
 from mt.symbols import BOS, EOS, PAD
-from mt.tokenizer import train_tokenizer
+from mt.data.tokenizer import train_tokenizer
 from tests.conftest import DATA, one_error_line, requests_of, run_mt
 
 transformers = pytest.importorskip("transformers")

@@ -1,4 +1,4 @@
-"""mt/kernels.py against plain torch (its one switch): a training step and a decode give the same results.
+"""mt/model/kernels.py against plain torch (its one switch): a training step and a decode give the same results.
 
 Tolerance: token outputs identical; losses, gradients, logits and scores within 1e-5 (absolute). The kernels
 sum in another order than torch's, so the numbers agree to float32 rounding, not bit for bit. Dropout is off:
@@ -13,10 +13,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt import kernels
-from mt.backend import ModelBackend
+from mt.model import kernels
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.lines import LineIds, translate_ids
+from mt.decoding.lines import LineIds, translate_ids
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS, PAD
 from tests.conftest import random_model, random_sources
@@ -103,6 +103,6 @@ def test_the_switch_turns_every_kernel_off():
 @pytest.mark.parametrize("value, fast", [("1", "False"), ("0", "True"), ("", "True")])
 def test_mt_plain_torch_in_the_environment_sets_the_switch(value, fast):
     env = {**os.environ, "MT_PLAIN_TORCH": value}
-    out = subprocess.run([sys.executable, "-c", "import mt.kernels; print(mt.kernels.fast())"], env=env,
+    out = subprocess.run([sys.executable, "-c", "import mt.model.kernels; print(mt.model.kernels.fast())"], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.split() == [fast]

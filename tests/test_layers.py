@@ -1,47 +1,52 @@
-"""The layers of mt/: every module imports only from its own layer or below, with no cycle, and only the
-command line imports mt modules lazily. The README's "Layout" block shows the same table, line by line."""
+"""The packages of mt/ are its layers: every module imports only from its own package or the packages below, with
+no cycle anywhere, and only the command line imports mt modules lazily. The README's "Layout" block and
+docs/design.md's draw the same order, one line a package."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 README = PACKAGE.parent / "README.md"
+DESIGN = PACKAGE.parent / "docs" / "design.md"
 
-# Bottom to top. A module may import modules of its own layer (no cycle) or of the layers below.
-LAYERS = [
-    ["errors", "symbols", "files", "folder_lock"],
-    ["config", "checkpoint"],
-    ["tokenizer", "tokenizer_json", "masks", "runtime", "tuning", "flops", "metrics", "run_log", "segments",
-     "api_keys", "language_id", "progress", "http_limits", "request_fields", "glossary", "html_markup", "detection"],
-    ["data", "corpus", "batching", "mixing", "prepare", "clean", "clean_filters", "word_alignment"],
-    ["model", "kernels", "cache", "quantize", "ema", "ensemble"],
-    ["recipe", "update"],
-    ["decoding"],
-    ["alignment", "sampler", "search", "constraints", "scheduler", "backend", "ct2_backend"],
-    ["lines", "loading", "scoring", "long_sentences"],
-    ["evaluation", "decode_thread", "serve_metrics"],
-    ["train", "translate", "export", "hf_export", "marian", "bench", "info", "plot", "plot_data", "served_models",
-     "distill", "distilled"],
-    ["server"],
-    ["cli", "__main__", "__init__"],
-]
+# Bottom to top. "base" is the flat modules of mt/ itself, "top" the command line above every package.
+PACKAGES = ["base", "model", "data", "decoding", "training", "serving", "interop", "commands", "top"]
+TOP = {"cli", "__main__", "__init__"}
 LAZY_IMPORTS_ALLOWED = {"cli"}  # the commands load what they need (and optional extras) when they run
 
 
-def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
-    """(mt module imported, whether the import sits inside a function) for every import in the module."""
+def _modules() -> dict[str, Path]:
+    """{"config": mt/config.py, "model.transformer": mt/model/transformer.py, "model.__init__": ...}"""
+    return {".".join(path.relative_to(PACKAGE).with_suffix("").parts): path for path in PACKAGE.rglob("*.py")}
+
+
+def package_of(module: str) -> str:
+    if "." in module:
+        return module.split(".")[0]
+    return "top" if module in TOP else "base"
+
+
+def _resolve(dotted: str, modules) -> str:
+    """The module that `from mt.<dotted> import ...` or `import mt.<dotted>` reads: a package means its __init__."""
+    return dotted if dotted in modules else f"{dotted}.__init__"
+
+
+def _imports(tree: ast.Module, modules) -> list[tuple[str, bool]]:
+    """(mt module imported, whether the import sits inside a function) for every import in the module;
+    `from mt.model import kernels` imports mt/model/kernels.py."""
     found = []
 
     def visit(node, in_function: bool):
         for child in ast.iter_child_nodes(node):
             inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
-                if child.module == "mt":
-                    found.extend((alias.name, inside) for alias in child.names)
-                elif child.module.startswith("mt."):
-                    found.append((child.module.split(".")[1], inside))
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0 and (
+                    child.module == "mt" or child.module.startswith("mt.")):
+                base = child.module[3:]
+                for alias in child.names:
+                    name = f"{base}.{alias.name}" if base else alias.name
+                    found.append((name if name in modules else _resolve(base, modules), inside))
             elif isinstance(child, ast.Import):
-                found.extend((alias.name.split(".")[1], inside) for alias in child.names
+                found.extend((_resolve(alias.name[3:], modules), inside) for alias in child.names
                              if alias.name.startswith("mt."))
             visit(child, inside)
 
@@ -50,39 +55,20 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
 
 
 def _graph() -> dict[str, list[tuple[str, bool]]]:
-    return {path.stem: _imports(ast.parse(path.read_text(encoding="utf-8"))) for path in PACKAGE.glob("*.py")}
+    modules = _modules()
+    return {module: _imports(ast.parse(path.read_text(encoding="utf-8")), modules) for module, path in modules.items()}
 
 
-def _layer_of() -> dict[str, int]:
-    return {module: i for i, layer in enumerate(LAYERS) for module in layer}
+def test_every_folder_of_mt_is_a_listed_package_and_every_package_a_folder():
+    folders = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert folders == set(PACKAGES) - {"base", "top"}
 
 
-def test_the_layer_table_names_every_module_once():
-    listed = [module for layer in LAYERS for module in layer]
-    assert len(listed) == len(set(listed))
-    assert set(listed) == {path.stem for path in PACKAGE.glob("*.py")}
-
-
-def _readme_layout() -> list[list[str]]:
-    """The modules the README's Layout block names, a list per line that names any, top to bottom."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Layout"):]
-    block = section[section.index("```") + 3:]
-    block = block[:block.index("```")]
-    return [[word[:-3] for word in line.split() if word.endswith(".py")] for line in block.splitlines()
-            if any(word.endswith(".py") for word in line.split())]
-
-
-def test_the_readme_layout_lists_exactly_the_layers_of_the_table():
-    """Top to bottom, each README line that names modules names one layer of LAYERS, each module once."""
-    layout = _readme_layout()
-    assert [sorted(line) for line in layout] == [sorted(layer) for layer in reversed(LAYERS)]
-
-
-def test_no_module_imports_from_a_layer_above_its_own():
-    layer = _layer_of()
-    upward = [f"{module} ({layer[module]}) imports {target} ({layer[target]})"
-              for module, imports in _graph().items() for target, _ in imports if layer[target] > layer[module]]
+def test_no_module_imports_from_a_package_above_its_own():
+    level = {package: i for i, package in enumerate(PACKAGES)}
+    upward = [f"{module} ({package_of(module)}) imports {target} ({package_of(target)})"
+              for module, imports in _graph().items() for target, _ in imports
+              if level[package_of(target)] > level[package_of(module)]]
     assert upward == []
 
 
@@ -92,14 +78,13 @@ def test_only_the_command_line_imports_mt_modules_inside_functions():
     assert lazy == []
 
 
-def test_the_imports_have_no_cycle():
-    graph = {module: {target for target, _ in imports if target != module} for module, imports in _graph().items()}
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
     state: dict[str, str] = {}
     cycles = []
 
     def visit(module: str, path: list[str]) -> None:
         state[module] = "open"
-        for target in sorted(graph[module]):
+        for target in sorted(graph.get(module, ())):
             if state.get(target) == "open":
                 cycles.append(" -> ".join(path[path.index(target):] + [target]))
             elif target not in state:
@@ -109,10 +94,58 @@ def test_the_imports_have_no_cycle():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
-    assert cycles == []
+    return cycles
 
 
-def test_the_walk_sees_imports_inside_functions():
-    """The tests above must not be blind: an import hidden in a function is found."""
-    tree = ast.parse("import torch\nfrom mt.config import Config\ndef f():\n    from mt.model import build_model\n")
-    assert _imports(tree) == [("config", False), ("model", True)]
+def test_the_imports_have_no_cycle_inside_or_between_packages():
+    graph = {module: {target for target, _ in imports if target != module} for module, imports in _graph().items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a -> b -> c -> a"]
+
+
+def test_the_walk_sees_imports_inside_functions_and_modules_named_from_a_package():
+    """The tests above must not be blind: an import hidden in a function is found, and so is a module named in
+    `from mt.<package> import <module>`."""
+    modules = _modules()
+    tree = ast.parse("import torch\nfrom mt.config import Config\nfrom mt.model import kernels\n"
+                     "def f():\n    from mt.model.transformer import build_model\n")
+    assert _imports(tree, modules) == [("config", False), ("model.kernels", False), ("model.transformer", True)]
+
+
+def _layout(path: Path) -> list[str]:
+    """The first word of each unindented line of the file's "Layout" code block, top to bottom (an indented line
+    goes on with the one above)."""
+    text = path.read_text(encoding="utf-8")
+    section = text[text.index("## Layout"):]
+    block = section[section.index("```") + 3:]
+    block = block[:block.index("```")]
+    return [line.split()[0] for line in block.splitlines() if line.strip() and not line[0].isspace()]
+
+
+def _layout_packages(path: Path) -> list[str]:
+    """The packages a Layout block draws, top to bottom: `cli.py` is the top, a `name/` line a package, and the line
+    that starts with a flat module the base, which must list every flat module."""
+    order = []
+    for word in _layout(path):
+        if word.endswith("/"):
+            order.append(word[:-1])
+        elif word.endswith(".py"):
+            order.append(package_of(word[:-3]))
+    return order
+
+
+def test_the_readme_and_design_layouts_draw_the_packages_in_order():
+    for path in (README, DESIGN):
+        assert _layout_packages(path) == list(reversed(PACKAGES)), path.name
+
+
+def test_the_readme_layout_names_every_flat_module():
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Layout"):]
+    block = section[section.index("```") + 3:]
+    block = block[:block.index("```")]
+    named = {word[:-3] for word in block.split() if word.endswith(".py")}
+    assert named == {module for module in _modules() if "." not in module} - {"__init__"}

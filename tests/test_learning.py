@@ -7,13 +7,13 @@ import time
 import pytest
 import torch
 
-from mt.backend import ModelBackend
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig, ModelConfig
-from mt.batching import collate
-from mt.corpus import encode_corpus
-from mt.lines import translate_ids
-from mt.model import build_model
-from mt.recipe import label_smoothed_loss
+from mt.data.batching import collate
+from mt.data.corpus import encode_corpus
+from mt.decoding.lines import translate_ids
+from mt.model.transformer import build_model
+from mt.training.recipe import label_smoothed_loss
 from mt.symbols import EOS
 from tests.conftest import ROOT, TINY, lines_of, read_metrics, run_mt
 

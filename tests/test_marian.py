@@ -15,11 +15,11 @@ import sentencepiece as spm
 import torch
 from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
-from mt.backend import load_model_translator
-from mt.batching import pad_sequences
+from mt.decoding.model_backend import load_model_translator
+from mt.data.batching import pad_sequences
 from mt.checkpoint import load_checkpoint
 from mt.config import config_from_dict
-from mt.marian import import_marian
+from mt.interop.marian import import_marian
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides

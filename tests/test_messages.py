@@ -104,7 +104,7 @@ def test_info_of_an_exported_directory_describes_it(model, tmp_path):
 
 
 def test_mt_bench_train_prints_no_mfu_over_100_and_leaves_no_run_folder(tmp_path):
-    from mt.flops import _device_name
+    from mt.training.flops import _device_name
 
     cache = tmp_path / "cache"
     (cache / "mt").mkdir(parents=True)

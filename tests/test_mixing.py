@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from mt.config import data_identity, load_config
-from mt.corpus import encode_corpus
-from mt.mixing import MixedSchedule, batch_shares, training_schedule
-from mt.prepare import prepare_data
+from mt.data.corpus import encode_corpus
+from mt.data.mixing import MixedSchedule, batch_shares, training_schedule
+from mt.data.prepare import prepare_data
 from tests.conftest import DATA, TINY, one_error_line, read_metrics, run_mt, tiny_overrides
 
 

@@ -10,8 +10,8 @@ from torch import nn
 from mt.config import ModelConfig
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
 from mt.checkpoint import upgrade_state_dict
-from mt.kernels import written_out_attention
-from mt.model import Dropout, MultiHeadAttention, build_model, sinusoidal_positions
+from mt.model.kernels import written_out_attention
+from mt.model.transformer import Dropout, MultiHeadAttention, build_model, sinusoidal_positions
 from mt.symbols import BOS, PAD
 
 VOCAB = 50

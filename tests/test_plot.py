@@ -16,17 +16,17 @@ import torch
 
 from mt.checkpoint import save_checkpoint
 from mt.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from mt.lines import LineIds, translate_ids
+from mt.decoding.lines import LineIds, translate_ids
 from mt.errors import MtError
 from mt.masks import CAUSAL, padding_mask, subsequent_mask, target_mask
-from mt.model import build_model, sinusoidal_positions
-from mt.plot import plot_attention, plot_curves, plot_mask, plot_positions
-from mt.model import kept_attention_weights
-from mt.plot_data import attention_maps, mask_tables, positions_table
-from mt.run_log import TensorBoardLog, metric_curves
+from mt.model.transformer import build_model, sinusoidal_positions
+from mt.commands.plot import plot_attention, plot_curves, plot_mask, plot_positions
+from mt.model.transformer import kept_attention_weights
+from mt.commands.plot_data import attention_maps, mask_tables, positions_table
+from mt.training.run_log import TensorBoardLog, metric_curves
 from mt.symbols import BOS, PAD
-from mt.tokenizer import train_tokenizer
-from mt.loading import load_translator
+from mt.data.tokenizer import train_tokenizer
+from mt.decoding.loading import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
 
 needs_plot_extra = pytest.mark.skipif(

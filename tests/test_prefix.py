@@ -4,9 +4,9 @@ sentence without one decodes exactly as without the flag."""
 import pytest
 import torch
 
-from mt.backend import ModelBackend
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.lines import translate_ids
+from mt.decoding.lines import translate_ids
 from mt.symbols import EOS
 from tests.conftest import lines_of, requests_of, run_mt
 
@@ -91,7 +91,7 @@ class _RecordingCt2:
     def translate_batch(self, pieces, target_prefix=None, **options):
         from types import SimpleNamespace
 
-        from mt.ct2_backend import END
+        from mt.decoding.ct2_backend import END
 
         self.calls.append((len(pieces), target_prefix))
         return [SimpleNamespace(hypotheses=[list(target_prefix[i] if target_prefix else []) + [src[0], END]],
@@ -103,7 +103,7 @@ def test_an_exported_directory_decodes_lines_without_a_prefix_in_a_call_of_their
     call with no prefixes, and the outputs come back in the lines' order."""
     from types import SimpleNamespace
 
-    from mt.ct2_backend import Ct2Backend
+    from mt.decoding.ct2_backend import Ct2Backend
 
     translator, sp = _RecordingCt2(), SimpleNamespace(sp=_Pieces())
     backend = Ct2Backend(translator, sp, sp, max_positions=64)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt.recipe import label_smoothed_loss, noam_lr
+from mt.training.recipe import label_smoothed_loss, noam_lr
 from mt.symbols import PAD
 
 

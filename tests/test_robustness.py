@@ -133,7 +133,7 @@ def test_debug_shows_the_traceback(tmp_path):
 
 @pytest.fixture(scope="module")
 def translator(trained_tiny):
-    from mt.loading import load_translator
+    from mt.decoding.loading import load_translator
     return load_translator(trained_tiny / "checkpoint_last.pt", "cpu")
 
 
@@ -142,7 +142,8 @@ def translator(trained_tiny):
                           st.binary(max_size=40)), max_size=6))
 def test_translate_keeps_one_line_per_input_line(translator, lines):
     from mt.config import DecodeConfig
-    from mt.translate import LineFormat, run_translate
+    from mt.commands.translate import run_translate
+    from mt.decoding.lines import LineFormat
 
     lines = [line.replace(b"\n", b" ") for line in lines]
     source = io.BytesIO(b"".join(line + b"\n" for line in lines))

@@ -5,11 +5,11 @@ import json
 
 import torch
 
-from mt.backend import ModelBackend
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.lines import translate_ids
+from mt.decoding.lines import translate_ids
 from mt.masks import padding_mask
-from mt.sampler import Sampler
+from mt.decoding.sampling import Sampler
 from mt.symbols import BOS, EOS
 from tests.conftest import lines_of, one_error_line, run_mt
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mt.backend import ModelBackend
+from mt.decoding.model_backend import ModelBackend
 from mt.config import DecodeConfig
-from mt.lines import LineIds, sentence_requests
-from mt.scheduler import Policy, Scheduler, Waiting, static_batches
-from mt.search import Row
+from mt.decoding.lines import LineIds, sentence_requests
+from mt.decoding.scheduler import Policy, Scheduler, Waiting, static_batches
+from mt.decoding.search import Row
 from tests.conftest import random_model, random_sources
 
 VOCAB = 40

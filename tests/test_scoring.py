@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mt.backend import load_model_translator
-from mt.lines import LineIds, translate_ids
-from mt.decoding import length_penalty
-from mt.scoring import pair_log_probs
+from mt.decoding.model_backend import load_model_translator
+from mt.decoding.lines import LineIds, translate_ids
+from mt.decoding.protocol import length_penalty
+from mt.decoding.scoring import pair_log_probs
 from mt.symbols import BOS, EOS
 from tests.conftest import DATA, TINY, one_error_line, run_mt, tiny_overrides
 

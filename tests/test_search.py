@@ -1,17 +1,17 @@
 import pytest
 import torch
 
-from mt.backend import ModelBackend
-from mt.batching import token_batches
-from mt.cache import DecoderCache
+from mt.decoding.model_backend import ModelBackend
+from mt.data.batching import token_batches
+from mt.model.kv_cache import DecoderCache
 from mt.config import DecodeConfig
-from mt.lines import translate_ids
-from mt.ensemble import Ensemble
+from mt.decoding.lines import translate_ids
+from mt.model.ensemble import Ensemble
 from mt.masks import CAUSAL, padding_mask, target_mask
-from mt.quantize import quantize_int8
-from mt.decoding import length_penalty, max_output_lengths
-from mt.scheduler import REFILL_PARTS, Policy, Scheduler, Waiting
-from mt.search import BeamSearch, top_k
+from mt.model.quantize import quantize_int8
+from mt.decoding.protocol import length_penalty, max_output_lengths
+from mt.decoding.scheduler import REFILL_PARTS, Policy, Scheduler, Waiting
+from mt.decoding.search import BeamSearch, top_k
 from mt.symbols import BOS, EOS
 from tests.conftest import lines_of, random_model, requests_of
 

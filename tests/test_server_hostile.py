@@ -281,7 +281,7 @@ def test_the_page_sends_the_api_key_it_keeps(keyed, browser):  # noqa: F811 (the
 def test_an_overlong_sentence_is_split_at_its_clause_boundary_and_joined_back(server, checkpoint):
     """Two halves of about 200 tokens joined by a comma: over the tiny model's 254 source positions together,
     they are translated apart (as `mt translate` translates each) and joined; the native endpoint says so."""
-    from mt.loading import load_translator
+    from mt.decoding.loading import load_translator
 
     tokenizer = load_translator([str(checkpoint)], "cpu").src_tokenizer
     words = [w.strip(",;:.!?") for line in single_sentence_lines(200) for w in line.split()]

@@ -11,17 +11,19 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mt import flops, tuning
+from mt.training import flops
+
+from mt import tuning
 from mt.config import ModelConfig, TrainConfig
 from mt.errors import ConfigError
-from mt.flops import MachinePeak, training_flops
+from mt.training.flops import MachinePeak, training_flops
 from mt.masks import padding_mask
-from mt.kernels import linear_layer, linear_relu, plain_torch
-from mt.model import build_model
-from mt.recipe import make_optimizer
+from mt.model.kernels import linear_layer, linear_relu, plain_torch
+from mt.model.transformer import build_model
+from mt.training.recipe import make_optimizer
 from mt.runtime import batch_padding, setup_runtime
 from mt.tuning import command_of, describe, tune_process
-from mt.update import Learner, apply_update
+from mt.training.update import Learner, apply_update
 from tests.conftest import TINY, run_mt, tiny_overrides
 
 
@@ -129,7 +131,7 @@ def test_a_run_faster_than_the_cached_peak_raises_it_and_never_reports_an_mfu_ov
 @pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16), (4, 1, 16), (2, 100, 16), (160, 16)])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_inference_linear_through_onednn_equals_f_linear(shape, with_bias):
-    from mt.kernels import ONEDNN_MIN_ROWS, linear, onednn_inference
+    from mt.model.kernels import ONEDNN_MIN_ROWS, linear, onednn_inference
 
     torch.manual_seed(0)
     x, weight = torch.randn(shape), torch.randn(24, 16)
@@ -146,7 +148,7 @@ def test_inference_linear_through_onednn_equals_f_linear(shape, with_bias):
 def test_training_linear_through_onednn_has_f_linears_values_and_gradients(shape, with_bias):
     """`linear` in training on a CPU (`_OneDnnLinear`: oneDNN's matmul and a written-out backward) against
     F.linear in float64: output and the gradients of input, weight (a row slice, as project_q takes) and bias."""
-    from mt.kernels import linear, onednn_training
+    from mt.model.kernels import linear, onednn_training
 
     torch.manual_seed(0)
     x, full_weight = torch.randn(shape, requires_grad=True), torch.randn(48, 16, requires_grad=True)
@@ -247,7 +249,7 @@ import ctypes, sys
 from mt.tuning import tune_process
 tune_process(sys.argv[1:])
 import torch
-from mt.kernels import linear_layer
+from mt.model.kernels import linear_layer
 {MALLINFO2}torch.set_num_threads(1)
 layer = torch.nn.Linear(256, 1024)
 with torch.inference_mode():
@@ -268,7 +270,7 @@ def test_importing_mt_and_loading_a_translator_change_nothing_in_the_process(tra
         pytest.skip("not Linux with glibc 2.33 or later")
     probe = f"""
 import ctypes, os, sys, mt, torch
-from mt.loading import load_translator
+from mt.decoding.loading import load_translator
 {MALLINFO2}libc.malloc.restype = ctypes.c_void_p
 load_translator("{trained_tiny / 'checkpoint_last.pt'}", device="cpu")
 mapped = libc.mallinfo2().hblkhd

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mt.checkpoint import load_checkpoint
-from mt.train import Window
+from mt.training.loop import Window
 from tests.conftest import DATA, ROOT, TINY, one_error_line, read_metrics, run_mt, tiny_overrides
 
 

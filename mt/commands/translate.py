@@ -1,0 +1,225 @@
+"""`mt translate`: read lines (streaming from stdin), write exactly one result per line, through mt/decoding/lines.py.
+
+Output formats: 1-best `hypothesis`; with --scores `score \\t hypothesis`; with --nbest K, K lines per input
+`index \\t score \\t hypothesis` (index counts input lines from 0); with --output-format json one object per
+input line, `{"line": index, "hypotheses": [{"text": ..., "score": ...}, ...]}`. With --alignment each result
+ends with `\\t` and its word alignment (`"alignment"` in json). With --prefix input lines are `source \\t prefix`; with --constraints `source \\t term \\t term ...`.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import os
+import select
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import torch
+
+from mt.decoding.protocol import Translator
+from mt.config import DecodeConfig
+from mt.decoding.lines import LineFormat, LineText, Translation, line_text, translate_lines
+from mt.errors import MtError
+from mt.files import atomic_write, is_special
+
+
+def _decode_line(raw: bytes, number: int, warn) -> str:
+    text = raw.rstrip(b"\n").rstrip(b"\r")
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        warn(f"warning: input line {number}: invalid UTF-8 replaced with U+FFFD")
+        return text.decode("utf-8", errors="replace")
+
+
+def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, fmt: LineFormat,
+                    warn) -> list[list[Translation]]:
+    """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning.
+    With `fmt.prefix` a line is `source<TAB>target prefix` (no tab: no prefix), and its output starts with it."""
+    def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
+        if part == "source":
+            warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
+        elif part == "target prefix":
+            warn(f"warning: input line {first_number + i}: target prefix of {length} tokens, cut to {kept}")
+        else:
+            warn(f"warning: input line {first_number + i}: {part} of {length} tokens do not fit the model's "
+                 f"{kept} output positions; the output may miss some")
+
+    texts = [line_text(line, first_number - 1 + i, fmt) for i, line in enumerate(lines)]
+    for i, text in enumerate(texts):
+        _warn_unknown_characters(tr, text, first_number + i, warn)
+    return translate_lines(tr, texts, opts, nbest=fmt.nbest or 1, on_truncate=truncated, alignment=fmt.alignment)
+
+
+def _warn_unknown_characters(tr: Translator, text: LineText, number: int, warn) -> None:
+    """A target prefix or a term with characters the target vocabulary lacks: they can only come out as
+    sentencepiece's unknown piece (" ⁇ "), so say which."""
+    for part, value in (("target prefix", text.prefix), *(("constraint term", term) for term in text.terms)):
+        unknown = tr.tgt_tokenizer.unknown_characters(value)
+        if unknown:
+            warn(f"warning: input line {number}: {part} {value!r} has characters the model's target vocabulary "
+                 f"lacks ({' '.join(unknown)}); they come out as ' ⁇ '")
+
+
+OUTPUT_FORMATS = ("text", "json")
+
+
+def format_results(results: list[list[Translation]], first_index: int, fmt: LineFormat) -> str:
+    nbest, scores, output_format = fmt.nbest, fmt.scores, fmt.output_format
+    out = []
+    for i, per_line in enumerate(results):
+        padded = (per_line + per_line[-1:] * (nbest or 1))[:nbest or 1]  # an empty line has one (empty) hypothesis
+        if output_format == "json":
+            hyps = [{"text": h.text, "score": round(h.score, 4),
+                     **({"alignment": h.alignment} if h.alignment is not None else {})} for h in padded]
+            out.append(json.dumps({"line": first_index + i, "hypotheses": hyps}, ensure_ascii=False))
+        elif nbest:
+            out += [f"{first_index + i}\t{h.score:.4f}\t{h.text}{_aligned(h)}" for h in padded]
+        else:
+            h = per_line[0]
+            out.append((f"{h.score:.4f}\t" if scores else "") + h.text + _aligned(h))
+    return "".join(line + "\n" for line in out)
+
+
+def _aligned(h) -> str:
+    return "" if h.alignment is None else f"\t{h.alignment}"
+
+
+def _stream_blocks(stream: IO[bytes], wait_s: float, max_lines: int):
+    """Yield lists of raw lines: whatever arrives within `wait_s` of the first line of a block.
+
+    The main thread reads the file descriptor itself (select, then os.read), with no reader thread: a thread
+    blocked on stdin would abort the interpreter at exit ("_enter_buffered_busy") after Ctrl-C, a closed pipe or
+    an error raised while it waits.
+    """
+    try:
+        reader = _LineReader(stream.fileno())
+    except (AttributeError, io.UnsupportedOperation):  # an in-memory stream: every line is already there
+        lines = stream.readlines()
+        yield from (lines[i:i + max_lines] for i in range(0, len(lines), max_lines))
+        return
+    while (first := reader.next_line(timeout=None)) is not None:
+        block, deadline = [first], time.monotonic() + wait_s
+        while len(block) < max_lines:
+            raw = reader.next_line(timeout=max(deadline - time.monotonic(), 0))
+            if raw is None:  # nothing more within the wait, or the end of the input
+                break
+            block.append(raw)
+        yield block
+
+
+class _LineReader:
+    """Lines of a file descriptor, each with its newline (the last one maybe without)."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pending, self.lines, self.ended = fd, b"", collections.deque(), False
+
+    def next_line(self, timeout: float | None) -> bytes | None:
+        """The next line; None at the end of the input, or when none is complete within `timeout` seconds."""
+        while not self.lines and not self.ended:
+            if not select.select([self.fd], [], [], timeout)[0]:
+                return None
+            self._read()
+        return self.lines.popleft() if self.lines else None
+
+    def _read(self) -> None:
+        data = os.read(self.fd, 1 << 16)
+        if not data:
+            self.ended = True
+            if self.pending:
+                self.lines.append(self.pending)
+            return
+        *complete, self.pending = (self.pending + data).split(b"\n")
+        self.lines.extend(line + b"\n" for line in complete)
+
+
+BLOCK_WAIT_S = 0.05  # a block of stdin is what arrives within this long of its first line
+BLOCK_LINES = 2000  # and at most this many lines
+
+
+def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, fmt: LineFormat,
+                  warn) -> int:
+    """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
+    count = 0
+    for block in _stream_blocks(source, BLOCK_WAIT_S, BLOCK_LINES):
+        lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
+        with torch.inference_mode():
+            results = translate_block(tr, lines, count + 1, opts, fmt, warn)
+        sink.write(format_results(results, count, fmt))
+        sink.flush()
+        count += len(block)
+    return count
+
+
+def translate_file(tr: Translator, input_path: str | None, output_path: str | None, opts: DecodeConfig,
+                   fmt: LineFormat, warn) -> int:
+    """stdin/stdout by default; an output file is written atomically (complete or not at all)."""
+    source = open(input_path, "rb") if input_path else sys.stdin.buffer
+    try:
+        if output_path is None:
+            return run_translate(tr, source, sys.stdout, opts, fmt, warn)
+        count = 0
+
+        def write(f):
+            nonlocal count
+            text = io.StringIO()
+            count = run_translate(tr, source, text, opts, fmt, warn)
+            f.write(text.getvalue().encode("utf-8"))
+
+        atomic_write(Path(output_path), write)
+        return count
+    finally:
+        if input_path:
+            source.close()
+
+
+def check_input(path: str | None, option: str = "-i") -> None:
+    """A file to read: fail before any work if it is missing, a folder or unreadable."""
+    if path is None:
+        return
+    if not os.path.exists(path):
+        raise MtError(f"{option} {path}: no such file")
+    if os.path.isdir(path):
+        raise MtError(f"{option} {path}: is a folder, not a file")
+    if not os.access(path, os.R_OK):
+        raise MtError(f"{option} {path}: not readable (permission denied)")
+
+
+def check_output(path: str | None, option: str = "-o", inputs: dict[str, str | Path | None] | None = None) -> None:
+    """A file to write: fail before any work if it is a folder, one of the command's `inputs` ({option: path}),
+    a file that may not be written, or in a folder that cannot take a new file. A device or a FIFO is written
+    into as it is (mt/files.py)."""
+    if path is None:
+        return
+    for input_option, input_path in (inputs or {}).items():
+        if input_path is not None and _same_file(path, input_path):
+            raise MtError(f"{option} {path}: is also the input {input_option} {input_path}; write the output "
+                          "to another file")
+    if is_special(Path(path)):
+        return
+    target = Path(os.path.realpath(path))  # a symlink is written through
+    if target.is_dir():
+        raise MtError(f"{option} {path}: is a folder, not a file")
+    folder = target.parent
+    if not folder.is_dir():
+        raise MtError(f"{option} {path}: no such folder {folder}")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise MtError(f"{option} {path}: {_why_not_writable(target)}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise MtError(f"{option} {path}: cannot write in {folder} ({_why_not_writable(folder)})")
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def _why_not_writable(path: Path) -> str:
+    return "read-only file system" if os.statvfs(path).f_flag & os.ST_RDONLY else "permission denied"

@@ -1,0 +1,209 @@
+"""The filters of `mt clean`: each a small function `(pair, cfg) -> True when the pair must go`, listed in
+FILTERS cheapest first; the first one that removes a pair is the one the report counts.
+
+Their settings are the `clean` section of the config (mt/config.py, CleanConfig), where each default says the
+pipeline it comes from; docs/cleaning.md describes them. Dropping duplicates needs state across pairs: it is the
+driver's (mt/data/clean.py), between the cheap filters and the costly ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from functools import cached_property
+
+from mt.config import CleanConfig
+from mt.data.language_id import is_language
+
+
+class Pair:
+    """One sentence pair and its languages; what several filters need (words) is computed once."""
+
+    def __init__(self, src: str, tgt: str, src_lang: str, tgt_lang: str):
+        self.src, self.tgt, self.src_lang, self.tgt_lang = src, tgt, src_lang, tgt_lang
+
+    @cached_property
+    def src_words(self) -> list[str]:
+        return self.src.split()
+
+    @cached_property
+    def tgt_words(self) -> list[str]:
+        return self.tgt.split()
+
+    def sides(self):
+        """(text, words, language) of the source, then of the target."""
+        return ((self.src, self.src_words, self.src_lang), (self.tgt, self.tgt_words, self.tgt_lang))
+
+
+def empty(p: Pair, c: CleanConfig) -> bool:
+    return not p.src.strip() or not p.tgt.strip()
+
+
+def length(p: Pair, c: CleanConfig) -> bool:
+    for text, words, _ in p.sides():
+        if len(words) < c.min_words or (c.max_words and len(words) > c.max_words):
+            return True
+        if len(text) < c.min_chars or (c.max_chars and len(text) > c.max_chars):
+            return True
+        if c.max_word_chars and max(map(len, words), default=0) > c.max_word_chars:
+            return True
+    return False
+
+
+def length_ratio(p: Pair, c: CleanConfig) -> bool:
+    short, long = sorted((len(p.src_words), len(p.tgt_words)))
+    return long > c.ratio_min_words and long > c.length_ratio * max(short, 1)
+
+
+def copies(p: Pair, c: CleanConfig) -> bool:
+    return p.src.strip().casefold() == p.tgt.strip().casefold()
+
+
+def copied_words(p: Pair, c: CleanConfig) -> bool:
+    """Target mostly source words: an untranslated or half-translated target."""
+    source = {w.casefold() for w in p.src_words}
+    copied = sum(w.casefold() in source for w in p.tgt_words)
+    return copied >= c.max_copied_words * max(len(p.tgt_words), 1)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")  # C0 and C1 controls but tab, and U+FFFD
+_MOJIBAKE_HINT = re.compile(r"[ÃÂâÅÄÐÑ][\x80-\xbf\u0152-\u0178\u02c6-\u02dc\u2013-\u2122]")
+
+
+def encoding(p: Pair, c: CleanConfig) -> bool:
+    """Replacement or control characters, or mojibake: UTF-8 bytes that were decoded as cp1252 or latin-1."""
+    return any(_CONTROL.search(text) or _is_mojibake(text) for text in (p.src, p.tgt))
+
+
+def _is_mojibake(text: str) -> bool:
+    if not _MOJIBAKE_HINT.search(text):
+        return False
+    for wrong in ("cp1252", "latin-1"):
+        try:
+            if text.encode(wrong).decode("utf-8") != text:
+                return True
+        except UnicodeError:
+            continue
+    return False
+
+
+_TAGS = "a|b|i|u|p|br|hr|div|span|img|table|tr|td|th|ul|ol|li|h[1-6]|em|strong|html|head|body|script|style|meta|link"
+# an HTML tag: a common tag's name, or any name with attributes; or an entity (&amp; &#160; &#xa0;)
+_HTML = re.compile(rf"</?(?:{_TAGS})\s*/?>|<[a-zA-Z][a-zA-Z0-9]*\s+[a-zA-Z-]+=[\"'][^<>]*>|"
+                   r"&(?:[a-zA-Z]{2,8}|#\d{2,5}|#x[0-9a-fA-F]{2,4});", re.IGNORECASE)
+
+
+def html(p: Pair, c: CleanConfig) -> bool:
+    return bool(_HTML.search(p.src) or _HTML.search(p.tgt))
+
+
+# scheme:// (or www.), a dotted host, then anything up to a space, less a closing punctuation mark
+_URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)[a-z0-9-]+(?:\.[a-z0-9-]+)+(?:[^\s<>\"]*[^\s<>\".,;:!?)\]])?",
+                  re.IGNORECASE)
+
+
+def urls(p: Pair, c: CleanConfig) -> bool:
+    return _URL.findall(p.src) != _URL.findall(p.tgt)
+
+
+# every run of digits, also inside a word (mp3, x86, Python3; OpusCleaner's num_mismatch takes whole words
+# only), with its decimal or thousands separators; leading zeros dropped
+_NUMBER = re.compile(r"0*(\d+(?:[.,:]\d+)*)")
+
+
+def _numbers(text: str) -> set[str]:
+    # the separators are compared as one mark: 1,000.5 (en) and 1.000,5 (de) are the same number
+    return {re.sub(r"[.,:]", "*", n) for n in _NUMBER.findall(text)}
+
+
+def numbers(p: Pair, c: CleanConfig) -> bool:
+    """OpusCleaner's num_mismatch: (shared numbers + 1) / (differing numbers + 1) below `clean.numbers`."""
+    src, tgt = _numbers(p.src), _numbers(p.tgt)
+    return bool(src or tgt) and (len(src & tgt) + 1) / (len(src ^ tgt) + 1) < c.numbers
+
+
+_TERMINAL = re.compile(r"[.…?!]")
+
+
+def punctuation(p: Pair, c: CleanConfig) -> bool:
+    """OpusFilter's TerminalPunctuationFilter (Vázquez et al., 2019): the difference in terminal punctuation
+    counts plus the repeats beyond the first on each side, scored -log(1 + that)."""
+    s, t = len(_TERMINAL.findall(p.src)), len(_TERMINAL.findall(p.tgt))
+    penalty = abs(s - t) + max(s - 1, 0) + max(t - 1, 0)
+    return -math.log(1 + penalty) < c.punctuation
+
+
+_SCRIPTS = {  # the script of a language's letters, by the Unicode names' first word; unlisted: Latin
+    **dict.fromkeys(["ru", "uk", "bg", "sr", "mk", "be", "kk", "ky", "mn", "tg"], "CYRILLIC"),
+    "el": "GREEK", "ar": "ARABIC", "fa": "ARABIC", "ur": "ARABIC", "he": "HEBREW", "yi": "HEBREW",
+    "hi": "DEVANAGARI", "mr": "DEVANAGARI", "ne": "DEVANAGARI", "bn": "BENGALI", "ta": "TAMIL", "te": "TELUGU",
+    "th": "THAI", "ka": "GEORGIAN", "hy": "ARMENIAN", "ko": "HANGUL", "ja": "CJK", "zh": "CJK",
+}
+
+
+@functools.cache
+def _script_letters(script: str) -> tuple[re.Pattern, re.Pattern]:
+    """Regexes of one letter of `script` (its Unicode names' first word) and of a word holding one, built once
+    from the character database's Basic Multilingual Plane."""
+    names = (script, "HIRAGANA", "KATAKANA") if script == "CJK" else (script,)
+    letters = [ch for ch in map(chr, range(0x10000)) if ch.isalpha() and unicodedata.name(ch, "").startswith(names)]
+    ranges, start = [], 0
+    for i in range(1, len(letters) + 1):  # runs of consecutive code points, as a-b
+        if i == len(letters) or ord(letters[i]) != ord(letters[i - 1]) + 1:
+            ranges.append(re.escape(letters[start]) + ("-" + re.escape(letters[i - 1]) if i - 1 > start else ""))
+            start = i
+    letter = "[" + "".join(ranges) + ("\U00020000-\U0003134f]" if script == "CJK" else "]")  # + CJK extensions B-G
+    return re.compile(letter), re.compile(rf"\S*?{letter}\S*")
+
+
+def script_ratio(p: Pair, c: CleanConfig) -> bool:
+    """Too few letters of the side's script: among the words (a word counts with one such letter), and among
+    the characters that are not spaces (Mozilla's clean_parallel: RATIO_ALPHA_WORDS, RATIO_ALPHA_CHARS)."""
+    for text, words, lang in p.sides():
+        letter, word = _script_letters(_SCRIPTS.get(lang, "LATIN"))
+        if len(word.findall(text)) < c.min_alpha_words * len(words):
+            return True
+        if len(letter.findall(text)) < c.min_alpha_chars * sum(map(len, words)):
+            return True
+    return False
+
+
+def language(p: Pair, c: CleanConfig) -> bool:
+    return not (is_language(p.src, p.src_lang, c.language_min_prob) and
+                is_language(p.tgt, p.tgt_lang, c.language_min_prob))
+
+
+# (name, filter, on): cheapest first. "invalid_utf8" (when reading) and "duplicate" (mt/data/clean.py) come between.
+CHEAP = [
+    ("empty", empty, lambda c: c.empty),
+    ("length", length, lambda c: bool(c.min_words or c.max_words or c.min_chars or c.max_chars or c.max_word_chars)),
+    ("length_ratio", length_ratio, lambda c: c.length_ratio > 0),
+    ("copy", copies, lambda c: c.copies),
+]
+COSTLY = [
+    ("encoding", encoding, lambda c: c.encoding),
+    ("html", html, lambda c: c.html),
+    ("urls", urls, lambda c: c.urls),
+    ("numbers", numbers, lambda c: c.numbers > 0),
+    ("punctuation", punctuation, lambda c: c.punctuation is not None),
+    ("copied_words", copied_words, lambda c: c.max_copied_words > 0),
+    ("script", script_ratio, lambda c: c.min_alpha_words > 0 or c.min_alpha_chars > 0),
+    ("language", language, lambda c: c.language_id),
+]
+# "word_alignment" scores blocks of pairs together (mt/data/eflomal_scores.py), after all the others
+FILTER_NAMES = ["invalid_utf8", *(n for n, _, _ in CHEAP), "duplicate", *(n for n, _, _ in COSTLY), "word_alignment"]
+
+
+def active(filters, c: CleanConfig) -> list:
+    """The (name, function) of the filters `c` turns on, in order."""
+    return [(name, f) for name, f, on in filters if on(c)]
+
+
+def first_failed(pair: Pair, filters, c: CleanConfig) -> str | None:
+    """The name of the first filter that removes `pair`, or None when all keep it."""
+    for name, f in filters:
+        if f(pair, c):
+            return name
+    return None

@@ -1,0 +1,186 @@
+"""Reading parallel text: two line-aligned UTF-8 files, or a `datasets` split, as (source lines, target lines).
+
+Text is read in chunks of `CHUNK_LINES` pairs, so a corpus of any size streams through `mt prepare`
+(mt/data/prepare.py) without being held in memory. Encoding is in mt/data/corpus.py, batching in mt/data/batching.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from mt.config import DataConfig
+from mt.errors import DataError
+
+CHUNK_LINES = 100_000
+
+Chunks = Iterator[tuple[list[str], list[str]]]  # (source lines, target lines) of equal length
+
+
+# ---------------------------------------------------------------- reading text
+
+
+def line_chunks(path: str | Path) -> Iterator[list[str]]:
+    """Lines of a UTF-8 text file without their newlines, `CHUNK_LINES` at a time; errors name the file (and line)."""
+    path = Path(path)
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror}") from None
+    with f:
+        done = 0
+        while raw := list(itertools.islice(f, CHUNK_LINES)):
+            yield _decode(raw, path, done)
+            done += len(raw)
+
+
+def _decode(raw: list[bytes], path: Path, first_line: int) -> list[str]:
+    data = b"".join(raw)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = first_line + data.count(b"\n", 0, e.start) + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 (byte {data[e.start]:#04x}); fix or remove that line") from None
+    lines = text.split("\n")
+    if raw[-1].endswith(b"\n"):
+        lines.pop()
+    return [line.rstrip("\r") for line in lines] if "\r" in text else lines
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file (for small files: dev sets, references)."""
+    return [line for chunk in line_chunks(path) for line in chunk]
+
+
+def parallel_chunks(src_path: str | Path, tgt_path: str | Path) -> Chunks:
+    """Aligned chunks of two line-parallel files; a length mismatch is found where the shorter file ends."""
+    src_chunks, tgt_chunks = line_chunks(src_path), line_chunks(tgt_path)
+    pairs = 0
+    for src in src_chunks:
+        tgt = next(tgt_chunks, [])
+        if len(src) != len(tgt):
+            n_src = pairs + len(src) + sum(map(len, src_chunks))
+            n_tgt = pairs + len(tgt) + sum(map(len, tgt_chunks))
+            raise DataError(f"parallel files differ in length: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}")
+        pairs += len(src)
+        yield src, tgt
+    n_tgt = pairs + sum(map(len, tgt_chunks))
+    if n_tgt != pairs:
+        raise DataError(f"parallel files differ in length: {src_path} has {pairs} lines, {tgt_path} has {n_tgt}")
+    if pairs == 0:
+        raise DataError(f"{src_path}: empty file")
+
+
+def joined(chunks: Chunks) -> tuple[list[str], list[str]]:
+    """All chunks of (source lines, target lines) as two lists in memory."""
+    src, tgt = [], []
+    for src_chunk, tgt_chunk in chunks:
+        src += src_chunk
+        tgt += tgt_chunk
+    return src, tgt
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+    return joined(parallel_chunks(src_path, tgt_path))
+
+
+def check_sources(cfg: DataConfig) -> None:
+    """Fail before any folder is made if the config names no training data or half a pair of files."""
+    if not cfg.train:
+        _paths(cfg, "train")
+    if cfg.dev_src or cfg.dev_tgt:
+        _paths(cfg, "dev")
+
+
+def _paths(cfg: DataConfig, split: str) -> tuple[str | None, str | None]:
+    src_path, tgt_path = (cfg.train_src, cfg.train_tgt) if split == "train" else (cfg.dev_src, cfg.dev_tgt)
+    if src_path or tgt_path:
+        if not (src_path and tgt_path):
+            raise DataError(f"data.{split}_src and data.{split}_tgt must be given together")
+    elif not cfg.dataset:
+        also = " or data.train" if split == "train" else ""
+        raise DataError(f"no {split} data: set data.{split}_src and data.{split}_tgt, or data.dataset{also}")
+    return src_path, tgt_path
+
+
+def source_files(cfg: DataConfig) -> dict[str, str]:
+    """The local files a prepared corpus is made from, keyed by the config key that names each (a local
+    `data.dataset` folder: each file in it)."""
+    files = {f"data.train[{i}].{side}": getattr(c, side) for i, c in enumerate(cfg.train) for side in ("src", "tgt")}
+    files.update({f"data.{key}": getattr(cfg, key) for key in ("train_src", "train_tgt", "dev_src", "dev_tgt")
+                  if getattr(cfg, key)})
+    if cfg.dataset and Path(cfg.dataset).is_dir():
+        files.update({f"data.dataset {p.relative_to(cfg.dataset)}": str(p)
+                      for p in sorted(Path(cfg.dataset).rglob("*")) if p.is_file()})
+    return files
+
+
+def split_chunks(cfg: DataConfig, split: str) -> Chunks:
+    """The train or dev side of the corpus as chunks of (source lines, target lines)."""
+    src_path, tgt_path = _paths(cfg, split)
+    if src_path:
+        return parallel_chunks(src_path, tgt_path)
+    return _dataset_chunks(cfg, cfg.train_split if split == "train" else cfg.dev_split)
+
+
+@dataclass(frozen=True)
+class TrainingCorpus:
+    """One training corpus, as `mt prepare` reads it."""
+
+    name: str  # how the log names it: its source file, or the dataset
+    weight: float  # its share of the batches, relative to the other corpora's (mt/data/mixing.py)
+    tag: str | None  # a token put before each of its source sentences
+    chunks: Callable[[], Chunks]  # a fresh reading of its (source lines, target lines)
+
+
+def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
+    """The entries of data.train, or the one corpus of data.train_src/train_tgt or data.dataset."""
+    if cfg.train:
+        return [TrainingCorpus(c.src, c.weight, c.tag, partial(parallel_chunks, c.src, c.tgt)) for c in cfg.train]
+    return [TrainingCorpus(cfg.train_src or cfg.dataset or "train", 1.0, None, partial(split_chunks, cfg, "train"))]
+
+
+def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
+    """The train or dev side of the corpus in memory as (source lines, target lines)."""
+    return joined(split_chunks(cfg, split))
+
+
+def _dataset_chunks(cfg: DataConfig, split: str) -> Chunks:
+    """Rows of a `datasets` split, either {"translation": {src: .., tgt: ..}} or flat src/tgt columns.
+
+    A loaded split is an Arrow table mapped from disk, so reading it in chunks keeps memory bounded.
+    """
+    ds = _load_dataset_split(cfg, split)
+    if "translation" not in ds.column_names:
+        for lang in (cfg.src_lang, cfg.tgt_lang):
+            if lang not in ds.column_names:
+                raise DataError(f"data.dataset {cfg.dataset}: no column '{lang}' (columns: {ds.column_names})")
+    for rows in ds.iter(batch_size=CHUNK_LINES):
+        if "translation" not in rows:
+            yield list(rows[cfg.src_lang]), list(rows[cfg.tgt_lang])
+            continue
+        try:
+            yield [p[cfg.src_lang] for p in rows["translation"]], [p[cfg.tgt_lang] for p in rows["translation"]]
+        except KeyError as e:
+            raise DataError(f"data.dataset {cfg.dataset}: no language {e} in 'translation'") from None
+
+
+def _load_dataset_split(cfg: DataConfig, split: str):
+    import datasets
+
+    if not (cfg.src_lang and cfg.tgt_lang):
+        raise DataError("data.dataset needs data.src_lang and data.tgt_lang")
+    try:
+        if Path(cfg.dataset).is_dir():
+            ds = datasets.load_from_disk(cfg.dataset)
+            return ds[split] if isinstance(ds, datasets.DatasetDict) else ds
+        return datasets.load_dataset(cfg.dataset, cfg.dataset_config, split=split)
+    except KeyError:
+        raise DataError(f"data.dataset {cfg.dataset}: no split '{split}'") from None
+    except Exception as e:  # datasets raises many kinds (network, missing config, ...)
+        raise DataError(f"data.dataset {cfg.dataset}: cannot load split '{split}': {e}") from None

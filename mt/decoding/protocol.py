@@ -1,0 +1,172 @@
+"""What decoding takes and gives, shared by every backend and search: a request per sentence, the hypotheses it
+gets, the length penalty that scores them, the backend protocol and the engine a backend hands out.
+
+The front end (mt/decoding/lines.py) builds one `SentenceRequest` per input line, once: its source ids, its length
+limit, its prefix and terms, how many hypotheses it wants and the search settings it wants. Backends and
+searches read requests and nothing else; a new per-sentence option is a new field here. Each backend decodes
+through its `Engine` (Eole's inference engines are the model): sentences are added as `Work`, stepped (mt's own
+model) or called (CTranslate2) until idle, and delivered to their work; offline and `mt serve` drive the same one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from mt.config import Config, DecodeConfig
+from mt.data.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class SentenceRequest:
+    """One sentence to decode."""
+
+    source: tuple[int, ...]  # token ids, no EOS, at most the model's positions - 2 (the front end cuts them)
+    max_len: int  # most target tokens before EOS, a prefix and terms included
+    opts: DecodeConfig  # the search it wants: beam_size, alpha, sampling and its settings, batch_tokens
+    line: int = 0  # its input line number from 0: with opts.seed, what sampling draws for it
+    nbest: int = 1  # hypotheses (beam search) or samples (sampling) wanted, best or first drawn first
+    prefix: tuple[int, ...] = ()  # target tokens its output starts with
+    terms: tuple[tuple[int, ...], ...] = ()  # target token sequences that must all appear in its output
+
+    @property
+    def search(self) -> str:
+        """greedy, sampling, beam or constrained: the search that serves it."""
+        if self.terms:
+            return "constrained"
+        if self.opts.sampling:
+            return "sampling"
+        return "greedy" if self.opts.beam_size == 1 and self.nbest == 1 else "beam"
+
+    @property
+    def group(self) -> tuple:
+        """Requests with equal groups can decode in one batch: the same search with the same settings."""
+        o, search = self.opts, self.search
+        if search == "greedy":
+            return search, o.batch_tokens
+        if search == "sampling":
+            return search, o.batch_tokens, self.nbest, o.topk, o.topp, o.temperature, o.seed
+        return search, o.batch_tokens, self.nbest, o.beam_size, o.alpha
+
+
+def grouped(requests: list[SentenceRequest]) -> list[list[int]]:
+    """Indices of the requests that can share batches (equal `group`), in order of first appearance."""
+    groups: dict[tuple, list[int]] = {}
+    for i, request in enumerate(requests):
+        groups.setdefault(request.group, []).append(i)
+    return list(groups.values())
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS and EOS
+    score: float  # length-penalized log-probability
+    log_prob: float  # plain sum of log-probabilities
+    attention: torch.Tensor | None = None  # (len(tokens), source length): asked for by word alignment
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty (Wu et al., 2016), used by the paper with alpha = 0.6: ((5 + |Y|) / 6) ** alpha, |Y|
+    counting EOS (section 6.1)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_output_lengths(src_lengths: torch.Tensor, a: float, b: int, limit: int) -> torch.Tensor:
+    """Most target tokens (before EOS) per sentence: a * source length + b, capped so positions fit the model."""
+    return (src_lengths.double() * a + b).floor().long().clamp(min=1, max=limit)
+
+
+@dataclass(eq=False)
+class Work:
+    """Sentences handed to an engine together (one request of `mt serve`, or every line offline): `deliver` gets
+    their hypotheses in order, or `fail` the error that stopped them."""
+
+    requests: list[SentenceRequest]
+    cancelled: bool = False  # its sender went away: what has not started decoding is dropped
+    hypotheses: list[list[Hypothesis]] | None = None
+    error: Exception | None = None
+
+    def deliver(self, hypotheses: list[list[Hypothesis]]) -> None:
+        self.hypotheses = hypotheses
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+
+
+class DecodeHooks:
+    """What an engine and the server's queue tell whoever watches them (mt serve's metrics); by default nothing."""
+
+    def step(self, rows: int) -> None:
+        """A step decoded `rows` rows (a CTranslate2 call: its sentences)."""
+
+    def queued(self, tokens: int) -> None:
+        """`tokens` source tokens are now waiting or decoding."""
+
+    def call_ended(self) -> None:
+        """A CTranslate2 call ended: its engine can start another."""
+
+
+class Engine(Protocol):
+    """How sentences join a backend's decoding while others decode (mt/decoding/model_backend.py, mt/decoding/ct2_backend.py)."""
+
+    @property
+    def idle(self) -> bool:
+        """Nothing it was given is waiting or decoding."""
+        ...
+
+    @property
+    def stepping(self) -> bool:
+        """Whether `step` has work: rows to advance or sentences waiting to join them."""
+        ...
+
+    def share(self, waiting: list[int]) -> int:
+        """How many of the works waiting in a queue (their source tokens, in order) it takes now."""
+        ...
+
+    def add(self, works: list[Work]) -> None:
+        ...
+
+    def cancel(self, work: Work) -> None:
+        """Drop the sentences of `work` that have not started decoding (those decoding finish unseen)."""
+        ...
+
+    def step(self) -> None:
+        ...
+
+    def held(self) -> list[Work]:
+        """After a failed step: the works it held, forgotten."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class Backend(Protocol):
+    max_positions: int  # target and source positions the model has (EOS included)
+
+    def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
+        """Non-empty requests -> each one's `nbest` hypotheses, best first (its prefix included, its terms all in
+        them); with sampling, its `nbest` samples in the order drawn."""
+        ...
+
+    def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
+        """Per (source, target) pair, the cross-attention that aligns words (mt/decoding/attention_alignment.py): (len(target),
+        len(source)), row j the step that predicted target token j."""
+        ...
+
+    def engine(self, hooks: DecodeHooks | None = None, join_every: int | None = None) -> Engine:
+        """Its engine for sentences that arrive while others decode (`search` is: add every request, decode until
+        idle); with `join_every`, they join a running batch at most every this many steps (`mt serve`)."""
+        ...
+
+
+@dataclass
+class Translator:
+    """A backend with its tokenizers and the config it was trained with (its `decode` section: the defaults)."""
+
+    backend: Backend
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    cfg: Config

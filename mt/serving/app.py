@@ -1,0 +1,374 @@
+"""`mt serve`: an HTTP server that speaks LibreTranslate's API (so its clients work unchanged), with a per-request
+glossary, a native endpoint with every `mt translate` option, Prometheus metrics and a web page.
+
+Every sentence of every request goes to its model's worker (mt/serving/decode_thread.py), which decodes it in one running
+batch with the sentences of all other requests. Errors are `{"error": "..."}` with LibreTranslate's status
+codes: 400 bad input, 403 a missing or unknown API key, 429 over a key's requests per minute, 503 a full queue
+(with Retry-After), 500 a fault of the server (logged, never a traceback in a response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hmac
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from mt.config import decode_with
+from mt.serving.decode_thread import DecodeWorker, Overloaded
+from mt.serving.detection import detect
+from mt.errors import HttpError, MtError
+from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
+from mt.serving.markup import split_html
+from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
+from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
+from mt.serving.long_sentences import fit_to_model, joined_translations
+from mt.serving.fields import bool_field, int_field, request_fields
+from mt.serving.segments import joined, split_text
+from mt.serving.models import ServedModel, Server, ServeSettings
+
+WEB_PAGE = Path(__file__).parent / "web" / "index.html"
+LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hu": "Hungarian", "it": "Italian",
+                  "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+                  "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
+                  "zh": "Chinese"}
+ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
+             "/frontend/settings")
+STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
+NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
+                  "temperature", "seed")
+
+
+# ---------------------------------------------------------------- LibreTranslate's API
+
+
+async def translate(request: Request) -> JSONResponse:
+    server: Server = request.app.state.server
+    body = await request_fields(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    q = body.get("q")
+    if q is None or q == "" or q == []:  # as LibreTranslate: an empty q is a missing one
+        raise HttpError(400, "Invalid request: missing q parameter")
+    texts = q if isinstance(q, list) else [q]
+    if not all(isinstance(t, str) for t in texts):
+        raise HttpError(400, "Invalid request: q must be a string or a list of strings")
+    limits = server.limits
+    glossary = read_glossary(body.get("glossary"), limits.max_glossary_terms, limits.max_term_chars)
+    chars = sum(len(t) for t in texts) + glossary_chars(glossary)
+    if chars > limits.max_chars:
+        raise HttpError(400, f"Invalid request: request ({chars} characters, glossary included) exceeds text limit "
+                             f"({limits.max_chars})")
+    fmt = body.get("format", "text")
+    if fmt not in ("text", "html"):
+        raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
+    alternatives = int_field(body, "alternatives", 0, 0, 10)
+    detected = await _detected(server, texts) if body.get("source") == "auto" else None
+    served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
+    pieces = await run_in_threadpool(lambda: [split_html(t) if fmt == "html" else split_text(t) for t in texts])
+    sentences = [p.text for per in pieces for p in per if p.translate]
+    if len(sentences) > server.limits.max_sentences:
+        raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
+    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary)
+    results, alts, at = [], [], 0
+    for per in pieces:
+        n = sum(p.translate for p in per)
+        mine, at = found[at:at + n], at + n
+        results.append(joined(per, [hyps[0] for hyps in mine], escape=fmt == "html"))
+        alts.append([joined(per, [hyps[min(i, len(hyps) - 1)] for hyps in mine], escape=fmt == "html")
+                     for i in range(1, alternatives + 1)])
+    answer = {"translatedText": results if isinstance(q, list) else results[0]}
+    if alternatives:
+        answer["alternatives"] = alts if isinstance(q, list) else alts[0]
+    if detected:
+        answer["detectedLanguage"] = [detected] * len(texts) if isinstance(q, list) else detected
+    return JSONResponse(answer)
+
+
+async def _detected(server: Server, texts: list[str]) -> dict:
+    """LibreTranslate's `detectedLanguage` for `source: "auto"`: the most probable served source language of
+    the request's texts together."""
+    found = await run_in_threadpool(detect, "\n".join(texts), {s for s, _ in server.models})
+    if not found:
+        raise HttpError(400, "source: auto: none of the served source languages can be detected; give the source "
+                             "language code (see /languages)")
+    return {"confidence": found[0][1], "language": found[0][0]}
+
+
+async def detect_language(request: Request) -> JSONResponse:
+    """LibreTranslate's `POST /detect`: `q` -> [{"confidence": 92.0, "language": "de"}, ...], the served source
+    languages, most probable first (a list of such lists for a list `q`)."""
+    server: Server = request.app.state.server
+    body = await request_fields(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    q = body.get("q")
+    texts = q if isinstance(q, list) else [q]
+    if q is None or q == "" or q == [] or not all(isinstance(t, str) for t in texts):
+        raise HttpError(400, "Invalid request: missing q parameter (a string or a list of strings)")
+    if sum(len(t) for t in texts) > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: request exceeds text limit ({server.limits.max_chars})")
+    sources = {s for s, _ in server.models}
+    found = await run_in_threadpool(lambda: [[{"confidence": c, "language": code} for code, c in detect(t, sources)]
+                                             for t in texts])
+    return JSONResponse(found if isinstance(q, list) else found[0])
+
+
+async def frontend_settings(request: Request) -> JSONResponse:
+    """LibreTranslate's `GET /frontend/settings`, which its web clients read first."""
+    server: Server = request.app.state.server
+    keys, target = server.api_keys is not None, sorted(t for _, t in server.models)[0]
+    return JSONResponse({"charLimit": server.limits.max_chars, "frontendTimeout": 500, "apiKeys": keys,
+                         "keyRequired": keys, "suggestions": False, "filesTranslation": False,
+                         "supportedFilesFormat": [],
+                         "language": {"source": {"code": "auto", "name": "Auto Detect"},
+                                      "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}})
+
+
+async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,
+                           glossary: dict[str, str]) -> list[list[str]]:
+    """Each sentence's `nbest` translations (text), through the model's worker; a sentence containing a
+    glossary's source term must contain its target term (constrained beam search). The glossary is matched
+    off the event loop."""
+    terms = await run_in_threadpool(terms_per_sentence, sentences, glossary) if glossary else [()] * len(sentences)
+    lines = [LineText(s.strip(), i, terms=t) for i, (s, t) in enumerate(zip(sentences, terms))]
+    hyps, _ = await _decode(request, served, lines, served.translator.cfg.decode, nbest)
+    return [[t.text for t in per] for per in hyps]
+
+
+async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
+                  alignment: bool = False):
+    """Translations of `lines` (mt.decoding.lines.Translation per hypothesis) through the front end `mt translate` uses
+    (mt/decoding/lines.py `LineBatch`), decoded by the worker beside every other request's sentences, and the pieces
+    each line was cut into (mt/serving/long_sentences.py: 1 for a line that fits the model); a client that disconnects
+    releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
+    server: Server = request.app.state.server
+    tr = served.translator
+    if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
+        print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
+              flush=True)
+    lines, owners, encoded = await run_in_threadpool(fit_to_model, tr, lines)
+    batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions)
+    try:
+        job = served.worker.submit(batch.todo)
+    except Overloaded as e:
+        raise HttpError(503, str(e), {"Retry-After": "1"}) from None
+    found = await _wait_or_release(request, served.worker, job)
+    if alignment:
+        hyps = await asyncio.wrap_future(server.decoder.submit(functools.partial(batch.hypotheses, found, tr.backend)))
+    else:
+        hyps = batch.hypotheses(found)
+    server.metrics.sentences.inc(len(batch.todo))
+    server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
+    found = await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)
+    return joined_translations(found, owners, [line.source for line in lines])
+
+
+async def _wait_or_release(request: Request, worker: DecodeWorker, job):
+    """The job's hypotheses; a client that disconnects, or a shutdown past its grace period, releases them."""
+    waiting = asyncio.wrap_future(job.done)
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=0.25)
+            if done:
+                return waiting.result()
+            if await request.is_disconnected():
+                worker.cancel(job)
+                raise HttpError(499, "client closed the request")
+    except asyncio.CancelledError:
+        worker.cancel(job)
+        raise
+
+
+async def languages(request: Request) -> JSONResponse:
+    server: Server = request.app.state.server
+    sources = sorted({s for s, _ in server.models})
+    return JSONResponse([{"code": s, "name": LANGUAGE_NAMES.get(s, s),
+                          "targets": sorted(t for s2, t in server.models if s2 == s)} for s in sources])
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def ready(request: Request) -> JSONResponse:
+    if not request.app.state.server.ready:
+        raise HttpError(503, "loading models")
+    return JSONResponse({"status": "ready"})
+
+
+async def metrics(request: Request) -> Response:
+    token = request.app.state.server.metrics_token
+    if token is not None:  # as LibreTranslate's --metrics-auth-token
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HttpError(401, "Unauthorized: /metrics needs Authorization: Bearer TOKEN",
+                            {"WWW-Authenticate": "Bearer"})
+    return Response(generate_latest(request.app.state.server.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def web_page(request: Request) -> Response:
+    if not WEB_PAGE.is_file():
+        raise HttpError(404, "no web page in this installation")
+    return FileResponse(WEB_PAGE, media_type="text/html")
+
+
+# ---------------------------------------------------------------- the native endpoint
+
+
+async def native_translate(request: Request) -> JSONResponse:
+    """`mt translate`'s options as JSON fields: {"source", "target", "lines": [...], "beam_size", "nbest",
+    "sampling", "seed", ..., "scores", "prefix", "constraints", "alignment"} -> {"results": [what
+    `--output-format json` writes for each line]}."""
+    server: Server = request.app.state.server
+    body = await request_fields(request)
+    if server.api_keys is not None:
+        server.api_keys.check(body.get("api_key"))
+    lines = body.get("lines")
+    if not isinstance(lines, list) or not lines or not all(isinstance(line, str) for line in lines):
+        raise HttpError(400, "Invalid request: lines must be a non-empty list of strings")
+    if len(lines) > server.limits.max_sentences:
+        raise HttpError(400, f"Invalid request: {len(lines)} lines, more than {server.limits.max_sentences}")
+    if sum(len(line) for line in lines) > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: lines exceed the text limit ({server.limits.max_chars})")
+    served = server.model(body.get("source"), body.get("target"))
+    nbest = int_field(body, "nbest", 1, 1, 100)
+    flags = {name: bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
+    opts = decode_with(served.translator.cfg.decode, [], {k: body.get(k) for k in NATIVE_OPTIONS}, "request")
+    fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
+    fmt.check(opts)
+    texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]
+    found, pieces = await _decode(request, served, texts, opts, nbest, flags["alignment"])
+    results = [{"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
+                                            **({"alignment": t.alignment} if t.alignment is not None else {})}
+                                           for t in per], **({"split_into": n} if n > 1 else {})}
+               for i, (per, n) in enumerate(zip(found, pieces))]
+    return JSONResponse({"results": results})
+
+
+# ---------------------------------------------------------------- requests and errors
+
+
+def _route(handler, endpoint: str):
+    """`handler` with one log line per request (no text unless asked), metrics and JSON errors."""
+    async def run(request: Request) -> Response:
+        server: Server = request.app.state.server
+        start = time.perf_counter()
+        try:
+            response = await handler(request)
+        except HttpError as e:
+            response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+        except ClientDisconnect:  # left before its body was in: counted as 499, nothing to answer
+            response = JSONResponse({"error": "client closed the request"}, status_code=499)
+        except asyncio.CancelledError:  # uvicorn cancels what is left when the shutdown grace period is over
+            server.closed_unanswered += 1
+            response = JSONResponse({"error": "the server is shutting down"}, status_code=503,
+                                    headers={"Connection": "close"})
+        except MtError as e:  # an option rule or value the request broke (mt's one-line errors)
+            response = JSONResponse({"error": f"Invalid request: {e}"}, status_code=400)
+        except Exception as e:  # a fault of the server: logged, a one-line 500 for the client
+            print(f"mt serve: error in {endpoint}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            response = JSONResponse({"error": "internal server error"}, status_code=500)
+        seconds = time.perf_counter() - start
+        server.metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        server.metrics.latency.labels(endpoint).observe(seconds)
+        if endpoint not in ("/metrics", "/health", "/ready"):
+            print(f"mt serve: {request.method} {endpoint} {response.status_code} {seconds * 1000:.0f} ms",
+                  file=sys.stderr, flush=True)
+        return response
+    return run
+
+
+def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
+    routes = [Route("/translate", _route(translate, "/translate"), methods=["POST"]),
+              Route("/languages", _route(languages, "/languages"), methods=["GET", "POST"]),
+              Route("/health", _route(health, "/health"), methods=["GET"]),
+              Route("/ready", _route(ready, "/ready"), methods=["GET"]),
+              Route("/metrics", _route(metrics, "/metrics"), methods=["GET"]),
+              Route("/mt/translate", _route(native_translate, "/mt/translate"), methods=["POST"]),
+              Route("/detect", _route(detect_language, "/detect"), methods=["POST"]),
+              Route("/frontend/settings", _route(frontend_settings, "/frontend/settings"), methods=["GET"]),
+              Route("/", _route(web_page, "/"), methods=["GET"])]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
+    app.state.server = server
+    http = http or HttpSettings()
+
+    def rejected(path: str, status: int) -> None:
+        server.metrics.requests.labels(path if path in ENDPOINTS else "other", str(status)).inc()
+    app.add_middleware(BodyLimit, max_body_bytes=http.body_limit(server.limits.max_chars),
+                       read_timeout=http.read_timeout, rejected=rejected)
+    if origins := http.allowed_origins():  # as LibreTranslate: any origin by default; outermost, so errors carry it
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
+    return app
+
+
+async def _routing_error(request: Request, error: HTTPException) -> JSONResponse:
+    """An unknown path (404) or method (405), as JSON like every other error."""
+    return JSONResponse({"error": f"{request.method} {request.url.path}: {error.detail}"},
+                        status_code=error.status_code, headers=error.headers)
+
+
+# ---------------------------------------------------------------- running it
+
+
+def serve(server: Server, settings: ServeSettings) -> None:
+    """Serve until SIGTERM or Ctrl-C: then stop accepting, answer what was accepted, stop the workers."""
+    import uvicorn
+
+    class ReadyLine(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            """SIGTERM and Ctrl-C start the graceful shutdown; unlike uvicorn's own, the signal is not raised
+            again after it, so a server that answered everything it accepted exits 0."""
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+        async def startup(self, sockets=None):
+            await super().startup(sockets)
+            if self.started:
+                port = self.servers[0].sockets[0].getsockname()[1] if self.servers else settings.port
+                print(f"mt serve: ready at http://{settings.host}:{port}", file=sys.stderr, flush=True)
+
+    http = settings.http
+    config = uvicorn.Config(create_app(server, http), host=settings.host, port=settings.port, log_level="warning",
+                            access_log=False, lifespan="off", http=guarded_protocol(http.read_timeout),
+                            timeout_keep_alive=http.keep_alive_timeout, timeout_graceful_shutdown=http.shutdown_grace)
+    try:
+        ReadyLine(config).run()
+    finally:
+        _stop_decoding(server)
+
+
+def _stop_decoding(server: Server) -> None:
+    """Let the decode thread finish what it accepted; after a shutdown that closed requests past its grace
+    period, at most a few seconds more (what they had decoding is dropped with the process), and exit 1."""
+    if not server.closed_unanswered:
+        server.decoder.stop()
+        return
+    print(f"mt serve: shutdown grace period over: closed {server.closed_unanswered} request(s) with 503",
+          file=sys.stderr, flush=True)
+    stopping = threading.Thread(target=server.decoder.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=STOP_AFTER_GRACE_S)
+    os._exit(1)

@@ -1,0 +1,130 @@
+"""What `mt serve` serves: its settings, the models it loads (one worker each on the decode thread), and the
+server state its HTTP routes (mt/serving/app.py) read."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mt.serving.keys import ApiKeys
+from mt.serving.decode_thread import DecodeThread, DecodeWorker
+from mt.decoding.protocol import Translator
+from mt.errors import HttpError, MtError
+from mt.serving.limits import HttpSettings
+from mt.decoding.lines import LineBatch, LineText, encode_lines
+from mt.decoding.loading import load_translator
+from mt.serving.metrics import Metrics
+
+
+@dataclass
+class ServedModel:
+    source: str
+    target: str
+    translator: Translator
+    worker: DecodeWorker
+
+
+@dataclass
+class Limits:
+    max_chars: int = 20_000  # characters of `q` per request
+    max_sentences: int = 500  # sentences (or lines of the native endpoint) per request
+    max_queued_tokens: int = 100_000  # source tokens waiting or decoding, over all requests of a model
+    max_glossary_terms: int = 1_000  # entries of a request's glossary
+    max_term_chars: int = 200  # characters of a glossary term
+
+
+@dataclass
+class Server:
+    models: dict[tuple[str, str], ServedModel]
+    decoder: DecodeThread
+    limits: Limits
+    metrics: Metrics
+    api_keys: ApiKeys | None = None
+    log_text: bool = False
+    ready: bool = False
+    metrics_token: str | None = None  # /metrics needs `Authorization: Bearer TOKEN` when set
+    closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
+
+    def model(self, source, target) -> ServedModel:
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise HttpError(400, "Invalid request: missing source or target parameter")
+        served = self.models.get((source, target))
+        if served is None:
+            pairs = ", ".join(f"{s}-{t}" for s, t in self.models)
+            raise HttpError(400, f"{source}-{target} is not available (this server translates {pairs})")
+        return served
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str
+    target: str
+    paths: tuple[str, ...]  # a checkpoint, an exported directory, or several checkpoints (an ensemble)
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        pair, sep, paths = text.partition("=")
+        source, colon, target = pair.partition(":")
+        if not (sep and colon and source.strip() and target.strip() and paths.strip()):
+            raise MtError(f"-m {text}: expected SRC:TGT=PATH (e.g. de:en=runs/de-en/checkpoint_best.pt)")
+        return cls(source.strip(), target.strip(), tuple(p.strip() for p in paths.split(",") if p.strip()))
+
+    @property
+    def exported(self) -> bool:
+        """Whether it is a directory written by `mt export` (decoded by CTranslate2; mt/decoding/loading.py)."""
+        return len(self.paths) == 1 and Path(self.paths[0]).is_dir()
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 5000
+    device: str = "auto"
+    limits: Limits = field(default_factory=Limits)
+    api_keys: str | None = None
+    batching: bool = True  # sentences of concurrent requests decode together (off: one request at a time)
+    log_text: bool = False
+    threads: int = 0  # CPU threads of the decode thread's torch and of CTranslate2 (0: torch's default)
+    parallel_batches: int | None = None  # exported models on a CPU: batches CTranslate2 decodes at once (None:
+    # DEFAULT_PARALLEL_BATCHES)
+    http: HttpSettings = field(default_factory=HttpSettings)  # body limit, timeouts, CORS, the /metrics token
+
+
+# Two CTranslate2 calls at once, each on half the threads: on 2 cores the demo model's export served 32
+# one-sentence clients at 1.6x the sentences/s of one call, 128 at 1.4x, and one client as fast
+# (docs/serving.md); where there is one thread, one call (mt/decoding/ct2_backend.py).
+DEFAULT_PARALLEL_BATCHES = 2
+
+
+def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
+    """Every model loaded on the decode thread, given a worker there, and warmed with one sentence."""
+    pairs = [(s.source, s.target) for s in specs]
+    if len(set(pairs)) < len(pairs):
+        raise MtError("-m: a language pair is given twice")
+    api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys else None
+    metrics, models, decoder = Metrics(), {}, DecodeThread()
+    try:
+        if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count
+            decoder.call(functools.partial(torch.set_num_threads, settings.threads))
+        for spec in specs:
+            translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
+                                                        ct2_parallel=settings.parallel_batches or
+                                                        DEFAULT_PARALLEL_BATCHES))
+            worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching,
+                                        metrics)
+            if (settings.parallel_batches or 1) > 1 and not spec.exported:
+                log(f"warning: --parallel-batches applies to exported models; {spec.source}-{spec.target} is "
+                    "decoded by mt's own search, one running batch")
+            models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
+            warm = LineBatch(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
+                             translator.backend.max_positions)
+            worker.submit(warm.todo).done.result()
+            log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)}")
+    except BaseException:
+        decoder.stop()
+        raise
+    return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True,
+                  metrics_token=settings.http.metrics_token)

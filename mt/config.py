@@ -123,18 +123,37 @@ class TrainConfig:
     tensorboard: bool = False  # also write the metrics.jsonl scalars to output_dir/tensorboard/ (needs mt[plot])
 
 
+def _batch_setting(*searches: str, default):
+    """A DecodeConfig field that these searches (greedy, sampling, beam, constrained) take once for a whole batch;
+    the others read it per request or not at all, so requests that differ in it can still share their batches
+    (SentenceRequest.group). A field declared without it is a batch setting of every search: requests that differ
+    in it never share a batch."""
+    return dataclasses.field(default=default, metadata={"batch_setting_of": searches})
+
+
+def batch_settings(search: str) -> list[str]:
+    """The DecodeConfig fields `search` takes once for a whole batch: requests that share one must agree on them."""
+    return [f.name for f in dataclasses.fields(DecodeConfig)
+            if search in f.metadata.get("batch_setting_of", (search,))]
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
-    beam_size: int = 4  # hypotheses kept per sentence; 1: greedy search (section 6.1: 4)
-    alpha: float = 0.6  # GNMT length penalty exponent, section 6.1
-    max_len_a: float = 1.0  # maximum output length = a * source length + b
-    max_len_b: int = 50  # (see max_len_a)
+    beam_size: int = _batch_setting("beam", "constrained", default=4)  # hypotheses kept per sentence; 1: greedy
+    # search (section 6.1: 4)
+    alpha: float = _batch_setting("beam", "constrained", default=0.6)  # GNMT length penalty exponent, section
+    # 6.1
+    max_len_a: float = _batch_setting(default=1.0)  # maximum output length = a * source length + b
+    max_len_b: int = _batch_setting(default=50)  # (see max_len_a)
     batch_tokens: int = 16384  # source tokens per batch (padding counted, beams not); docs/benchmarks.md
     sampling: bool = False  # draw each next token at random instead of searching (back-translation)
-    topk: int = 0  # sampling: only from the k most probable tokens; 0: all
-    topp: float = 1.0  # sampling: only from the smallest set of tokens with this much probability (nucleus)
-    temperature: float = 1.0  # sampling: probabilities from logits / temperature
-    seed: int = 1  # sampling: with the input line's number, the only source of a line's randomness
+    topk: int = _batch_setting("sampling", default=0)  # sampling: only from the k most probable tokens; 0: all
+    topp: float = _batch_setting("sampling", default=1.0)  # sampling: only from the smallest set of tokens with
+    # this much probability (nucleus)
+    temperature: float = _batch_setting("sampling", default=1.0)  # sampling: probabilities from logits /
+    # temperature
+    seed: int = _batch_setting("sampling", default=1)  # sampling: with the input line's number, the only source
+    # of a line's randomness
 
 
 @dataclass(frozen=True)
@@ -523,13 +542,17 @@ def decode_with(cfg: DecodeConfig, sets: list[str], values: dict, source: str = 
 
 
 def field_comments(cls) -> dict[str, str]:
-    """The comment after each field of a config dataclass (`name: type = default  # comment`), by field name:
-    the help of the options made from it."""
-    comments = {}
+    """The comment after each field of a config dataclass (`name: type = default  # comment`, and the comment
+    lines right below it), by field name: the help of the options made from it."""
+    comments, name = {}, None
     for line in inspect.getsource(cls).splitlines():
-        name, colon, rest = line.strip().partition(":")
-        if colon and name.isidentifier() and "#" in rest:
-            comments[name] = rest.split("#", 1)[1].strip()
+        field_name, colon, rest = line.strip().partition(":")
+        if name is not None and line.strip().startswith("#"):  # the comment goes on below its field
+            comments[name] += " " + line.strip()[1:].strip()
+            continue
+        name = None
+        if colon and field_name.isidentifier() and "#" in rest:
+            name, comments[field_name] = field_name, rest.split("#", 1)[1].strip()
     return comments
 
 

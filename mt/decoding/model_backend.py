@@ -28,7 +28,7 @@ from mt.model.quantize import quantize_int8
 from mt.runtime import pick_device
 from mt.decoding.scheduler import Policy, Scheduler, Waiting
 from mt.decoding.sampling import Sampler
-from mt.decoding.search import BeamSearch, GreedySearch, Row
+from mt.decoding.search import BeamSearch, GreedySearch
 from mt.data.tokenizer import Tokenizer
 
 
@@ -137,14 +137,12 @@ class SteppingEngine:
     def _submit(self, found: _Found, requests: list[tuple[int, SentenceRequest]]) -> None:
         group = self._group(requests[0][1])
         search, items = group.scheduler.search, []
-        if isinstance(search, GreedySearch):  # a fresh batch preallocates for its longest sentence
-            search.capacity = max([search.capacity] + [r.max_len + 1 for _, r in requests])
+        search.reserve([request for _, request in requests])
         for k, request in requests:
             for j in range(group.rows):
                 row_id = next(self.ids)
                 group.owners[row_id] = (found, k, j)
-                item = Row(request, j) if isinstance(search, GreedySearch) else request
-                items.append(Waiting(row_id, item, len(request.source) + 1))
+                items.append(Waiting(row_id, search.item(request, j), len(request.source) + 1))
         found.left += len(items)
         group.scheduler.submit(items)
 

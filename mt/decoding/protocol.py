@@ -15,7 +15,7 @@ from typing import Protocol
 
 import torch
 
-from mt.config import Config, DecodeConfig
+from mt.config import Config, DecodeConfig, batch_settings
 from mt.data.tokenizer import Tokenizer
 
 
@@ -42,13 +42,10 @@ class SentenceRequest:
 
     @property
     def group(self) -> tuple:
-        """Requests with equal groups can decode in one batch: the same search with the same settings."""
-        o, search = self.opts, self.search
-        if search == "greedy":
-            return search, o.batch_tokens
-        if search == "sampling":
-            return search, o.batch_tokens, self.nbest, o.topk, o.topp, o.temperature, o.seed
-        return search, o.batch_tokens, self.nbest, o.beam_size, o.alpha
+        """Requests with equal groups can decode in one batch: the same search and nbest, and equal values of every
+        decode field that search takes once for the batch (as DecodeConfig declares them: `batch_settings`)."""
+        search = self.search
+        return search, self.nbest, *(getattr(self.opts, name) for name in batch_settings(search))
 
 
 def grouped(requests: list[SentenceRequest]) -> list[list[int]]:
@@ -140,6 +137,38 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+class Search(Protocol):
+    """What a scheduler (mt/decoding/scheduler.py) and the stepping engine drive: GreedySearch and BeamSearch
+    (mt/decoding/search.py), ConstrainedBeamSearch (mt/decoding/constraints.py). Rows join between steps; each
+    step ends some."""
+
+    @property
+    def rows(self) -> int:
+        """Rows (greedy, sampling) or sentences (beam) decoding now."""
+        ...
+
+    @property
+    def width(self) -> int:
+        """Source positions of the live rows' memory."""
+        ...
+
+    def reserve(self, requests: list[SentenceRequest]) -> None:
+        """Told before `requests` are submitted (a search that preallocates for its longest sentence grows)."""
+        ...
+
+    def item(self, request: SentenceRequest, row: int):
+        """What `join` takes for row `row` of `request` (a sampled request has one row per sample)."""
+        ...
+
+    def join(self, parts: list[list[tuple[int, object]]]) -> None:
+        """Items (id, item), in parts, start before the next step."""
+        ...
+
+    def step(self) -> list[tuple[int, list[Hypothesis]]]:
+        """One step: (id given at join, its hypotheses) of the rows or sentences that ended."""
         ...
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mt.data.batching import token_batches
+from mt.decoding.protocol import Search
 from mt.decoding.search import Ended
 
 REFILL_PARTS = 4  # a refilled batch takes new sentences in parts of a quarter of its source tokens
@@ -53,7 +54,7 @@ class Waiting:
 class Scheduler:
     """Admission into one search; `run()` offline, or `submit` and `step` in turns while requests arrive."""
 
-    def __init__(self, search, policy: Policy):
+    def __init__(self, search: Search, policy: Policy):
         self.search, self.policy = search, policy
         self.waiting: list[list[Waiting]] = []  # parts, in the order they join
         self.steps_since_join = 0

@@ -240,6 +240,13 @@ class GreedySearch:
         """Source positions of the live rows' memory (every row counted as wide as the widest)."""
         return 0 if self.rows == 0 else self.live.width
 
+    def reserve(self, requests: list[SentenceRequest]) -> None:
+        """A fresh batch preallocates its cache for the longest sentence submitted."""
+        self.capacity = max([self.capacity] + [request.max_len + 1 for request in requests])
+
+    def item(self, request: SentenceRequest, row: int) -> Row:
+        return Row(request, row)
+
     @torch.no_grad()
     def join(self, parts: list[list[tuple[int, Row]]]) -> None:
         """Rows (id, Row), in parts, start before the next step."""
@@ -414,6 +421,12 @@ class BeamSearch:
     @property
     def width(self) -> int:
         return 0 if self.sentences == 0 else self.live.width
+
+    def reserve(self, requests: list[SentenceRequest]) -> None:
+        """Nothing: a beam search's cache grows as it steps."""
+
+    def item(self, request: SentenceRequest, row: int) -> SentenceRequest:
+        return request  # a sentence, whose K beams are rows of its own
 
     @torch.no_grad()
     def join(self, parts: list[list[tuple[int, SentenceRequest]]]) -> None:

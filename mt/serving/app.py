@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hmac
 import json
@@ -30,7 +31,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from mt.config import decode_with
+from mt.config import DecodeConfig, decode_with
 from mt.serving.decode_thread import DecodeWorker, Overloaded
 from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
@@ -52,8 +53,7 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
 ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
              "/frontend/settings")
 STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
-NATIVE_OPTIONS = ("beam_size", "alpha", "max_len_a", "max_len_b", "batch_tokens", "sampling", "topk", "topp",
-                  "temperature", "seed")
+NATIVE_OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig))  # every decode option, by name
 
 
 # ---------------------------------------------------------------- LibreTranslate's API
@@ -233,6 +233,11 @@ async def web_page(request: Request) -> Response:
 # ---------------------------------------------------------------- the native endpoint
 
 
+def request_decode_options(body: dict, defaults: DecodeConfig) -> DecodeConfig:
+    """The native endpoint's decode options: every DecodeConfig field, by its name, over the model's defaults."""
+    return decode_with(defaults, [], {name: body.get(name) for name in NATIVE_OPTIONS}, "request")
+
+
 async def native_translate(request: Request) -> JSONResponse:
     """`mt translate`'s options as JSON fields: {"source", "target", "lines": [...], "beam_size", "nbest",
     "sampling", "seed", ..., "scores", "prefix", "constraints", "alignment"} -> {"results": [what
@@ -251,7 +256,7 @@ async def native_translate(request: Request) -> JSONResponse:
     served = server.model(body.get("source"), body.get("target"))
     nbest = int_field(body, "nbest", 1, 1, 100)
     flags = {name: bool_field(body, name) for name in ("prefix", "constraints", "alignment")}
-    opts = decode_with(served.translator.cfg.decode, [], {k: body.get(k) for k in NATIVE_OPTIONS}, "request")
+    opts = request_decode_options(body, served.translator.cfg.decode)
     fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
     fmt.check(opts)
     texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]

@@ -13,6 +13,8 @@ import json
 import os
 import signal
 import sys
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -50,7 +52,88 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full trace
         _warn(describe(_tuning))
 
 
+@dataclasses.dataclass(frozen=True)
+class Files:
+    """The parameters of a command that name files: those it reads, the files and the folders it writes; `expand`
+    turns a parameter's value into the paths it stands for (mt clean's -o PREFIX: two files)."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    expand: tuple[tuple[str, Callable], ...] = ()
+
+    def paths(self, command, values: dict) -> tuple[list, list, list]:
+        """[(label, path)] of the reads, of the writes and of the folders, for the values a command was called
+        with: `-c A -c B` gives ("-c #1", A), ("-c #2", B); mt clean's `-o PREFIX` gives ("-o", PREFIX.de) and
+        ("-o", PREFIX.en)."""
+        expand, signature = dict(self.expand), inspect.signature(command, eval_str=True)
+
+        def labelled(names):
+            found = []
+            for name in names:
+                value = values.get(name)
+                paths = expand[name](value, values) if name in expand and value is not None else value
+                paths = paths if isinstance(paths, (list, tuple)) else [paths]
+                label = option_label(signature.parameters[name])
+                numbered = isinstance(value, (list, tuple)) and len(paths) > 1
+                found += [(f"{label} #{i + 1}" if numbered else label, path) for i, path in enumerate(paths)
+                          if path is not None]
+            return found
+        return labelled(self.reads), labelled(self.writes), labelled(self.folders)
+
+
+def option_label(parameter: inspect.Parameter) -> str:
+    """How the command line spells a parameter: its first option name (-o), or an argument's NAME."""
+    info = next((x for x in typing.get_args(parameter.annotation)[1:]
+                 if isinstance(x, (typer.models.OptionInfo, typer.models.ArgumentInfo))), None)
+    if isinstance(info, typer.models.ArgumentInfo):
+        return parameter.name.upper()
+    declared = [info.default] if info is not None and isinstance(info.default, str) else []
+    declared += list(info.param_decls) if info is not None else []
+    return next((d for d in declared if d.startswith("-")), f"--{parameter.name.replace('_', '-')}")
+
+
+def files(reads=(), writes=(), folders=(), expand: dict | None = None):
+    """Declares the parameters of a command that name files, and checks them together before it runs (no output is
+    an input or another output, none is a folder or unwritable: mt/file_checks.py). tests/test_command_files.py
+    reads these declarations, so a command added later is checked without a new test."""
+    declared = Files(tuple(reads), tuple(writes), tuple(folders), tuple((expand or {}).items()))
+
+    def declare(command):
+        def run(**kwargs):
+            from mt.file_checks import check_files
+
+            check_files(*declared.paths(run, kwargs))
+            return command(**kwargs)
+
+        run.__name__, run.__doc__, run.files = command.__name__, command.__doc__, declared
+        run.__signature__ = inspect.signature(command, eval_str=True)
+        return run
+
+    return declare
+
+
+def _clean_outputs(prefix: str, values: dict) -> list[Path]:
+    from mt.data.clean import output_paths
+
+    return list(output_paths(prefix, values["src"], values["tgt"]))
+
+
+def _served_paths(specs: list[str], values: dict) -> list[str]:
+    """The paths in `SRC:TGT=PATH[,PATH...]` specs."""
+    return [path for spec in specs for path in spec.partition("=")[2].split(",") if path]
+
+
+def _comma_separated(paths: list[Path], values: dict) -> list[Path]:
+    return [Path(part) for path in paths for part in str(path).split(",") if part]
+
+
+def _metrics_files(run_dirs: list[Path], values: dict) -> list[Path]:
+    return [Path(run_dir) / "metrics.jsonl" for run_dir in run_dirs]
+
+
 @app.command()
+@files(reads=("config",))
 def prepare(config: Path, set_: SetOption = None,
             restart: Annotated[bool, typer.Option(help="Prepare again even if output_dir/data/ is complete.")] = False):
     """Train the sentencepiece model and encode the corpus into output_dir/data/."""
@@ -69,6 +152,7 @@ def prepare(config: Path, set_: SetOption = None,
 
 
 @app.command()
+@files(reads=("src", "tgt", "config"), writes=("output", "report", "rejected"), expand={"output": _clean_outputs})
 def clean(
     src: Annotated[Path, typer.Option("--src", help="Source side: a UTF-8 text file, one sentence a line.")],
     tgt: Annotated[Path, typer.Option("--tgt", help="Target side, line-aligned with --src.")],
@@ -83,20 +167,20 @@ def clean(
                                                      "target (tab-separated).")] = None,
 ):
     """Remove noisy pairs from a parallel corpus; print how many each filter removed (docs/cleaning.md)."""
-    from mt.data.clean import clean_corpus, corpus_languages, file_chunks, output_paths, write_report
+    from mt.data.clean import clean_corpus, corpus_languages, file_chunks, output_paths
     from mt.config import load_config
 
     cfg = load_config(config, set_ or []).clean
     out_src, out_tgt = output_paths(output, src, tgt)
     langs = corpus_languages(src, tgt, src_lang, tgt_lang, cfg)
-    result = clean_corpus(file_chunks(src, tgt), out_src, out_tgt, cfg, *langs, rejected=rejected, log=_warn)
+    result = clean_corpus(file_chunks(src, tgt), out_src, out_tgt, cfg, *langs, rejected=rejected,
+                          report_path=report, log=_warn)
     _warn(result.table())
-    if report is not None:
-        write_report(result, report)
     _warn(f"wrote {out_src} and {out_tgt}")
 
 
 @app.command()
+@files(reads=("config",))
 def train(config: Path, set_: SetOption = None,
           restart: Annotated[bool, typer.Option(help="Start over even if output_dir has a checkpoint.")] = False):
     """Train a model; resumes from output_dir/checkpoint_last.pt when it exists."""
@@ -110,14 +194,18 @@ def train(config: Path, set_: SetOption = None,
 
 
 @app.command()
-def distill(config: Path, set_: SetOption = None):
+@files(reads=("config",))
+def distill(config: Path, set_: SetOption = None,
+            restart: Annotated[bool, typer.Option(help="Start over even if output_dir has a distilled corpus or a "
+                                                  "student: what the earlier run made is moved to "
+                                                  "output_dir/previous-DATE/, never deleted.")] = False):
     """Distill the teachers of CONFIG's distill section into the student it configures (translate the training
     sources, score and filter, train, export and compare); every step resumes after a kill and is skipped when
     done. See docs/distilling.md."""
     from mt.config import load_config
     from mt.commands.distill import distill as run_distill
 
-    stopped_by = run_distill(load_config(config, set_ or []), _warn)
+    stopped_by = run_distill(load_config(config, set_ or []), _warn, restart=restart)
     if stopped_by is not None:  # training stopped by a signal: saved and resumable, as mt train exits
         sys.exit(128 + stopped_by)
 
@@ -158,6 +246,7 @@ def with_decode_options(command):
 
 
 @app.command()
+@files(reads=("checkpoint", "input"), writes=("output",))
 @with_decode_options
 def translate(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to translate with; "
@@ -182,12 +271,12 @@ def translate(
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
     from mt.decoding.loading import load_translator
-    from mt.commands.translate import OUTPUT_FORMATS, check_input, check_output, translate_file
+    from mt.commands.translate import OUTPUT_FORMATS, translate_file
+    from mt.file_checks import check_input
     from mt.decoding.lines import LineFormat
 
     _check_device(device)
     check_input(input)
-    check_output(output, inputs={"-i": input, **_checkpoint_inputs(checkpoint)})
     if quantize not in (None, "int8"):
         raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
     if output_format not in OUTPUT_FORMATS:
@@ -229,6 +318,7 @@ def _exit_without_teardown() -> None:
 
 
 @app.command()
+@files(reads=("ref", "hyp", "checkpoint", "src"), writes=("output",))
 @with_decode_options
 def evaluate(
     ref: Annotated[Path, typer.Option("--ref", help="Reference translations.")],
@@ -246,7 +336,7 @@ def evaluate(
     from mt.data.parallel_text import read_lines
     from mt.training.corpus_scores import score_corpus
 
-    from mt.commands.translate import check_input, check_output
+    from mt.file_checks import check_input
 
     if (hyp is None) == (checkpoint is None):
         raise MtError("give either --hyp FILE, or -c CHECKPOINT with --src FILE")
@@ -255,7 +345,6 @@ def evaluate(
     _check_device(device)
     for path, option in ((ref, "--ref"), (hyp, "--hyp"), (src, "--src")):
         check_input(None if path is None else str(path), option)
-    check_output(output, inputs={"--ref": ref, "--hyp": hyp, "--src": src, **_checkpoint_inputs(checkpoint or [])})
     refs = read_lines(ref)
     if not refs:
         raise MtError(f"--ref {ref}: empty file, nothing to score")
@@ -289,6 +378,7 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, deco
 
 
 @app.command()
+@files(reads=("checkpoint", "src", "tgt"), writes=("output",))
 def score(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint (several: an ensemble) "
                                                    "or exported directory to score with.")],
@@ -304,19 +394,19 @@ def score(
 ):
     """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
     from mt.decoding.scoring import run_score
-    from mt.commands.translate import check_input, check_output
+    from mt.file_checks import check_input
     from mt.decoding.loading import load_translator
 
     _check_device(device)
     check_input(src, "--src")
     check_input(tgt, "--tgt")
-    check_output(output)
     tr = load_translator(checkpoint, device, None, raw_weights)
     run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
               warn=_warn)
 
 
 @app.command()
+@files(reads=("checkpoints",), writes=("output",))
 def average(
     checkpoints: Annotated[Optional[list[Path]], typer.Argument(help="Checkpoints to average.")] = None,
     output: Annotated[Path, typer.Option("-o", "--output")] = Path("checkpoint_avg.pt"),
@@ -326,7 +416,7 @@ def average(
 ):
     """Average model parameters (mt average A.pt B.pt -o OUT, or mt average --last 5 OUTPUT_DIR -o OUT)."""
     from mt.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
-    from mt.commands.translate import check_output
+    from mt.file_checks import check_output
 
     paths = list(checkpoints or [])
     if last is not None:
@@ -343,9 +433,10 @@ def average(
 
 
 @app.command()
+@files(reads=("model", "api_keys"), expand={"model": _served_paths})
 def serve(
-    model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a directory written "
-                                             "by `mt export`, or A.pt,B.pt (an ensemble); repeat for more pairs.")],
+    model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a CTranslate2 export "
+                                             "(mt export), or A.pt,B.pt (an ensemble); repeat for more pairs.")],
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="0: any free port (the ready line says which).")] = 5000,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
@@ -376,9 +467,15 @@ def serve(
                                                               "`Authorization: Bearer TOKEN`.")] = None,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
-    from mt.serving.limits import HttpSettings
-    from mt.serving.models import Limits, ModelSpec, ServeSettings, load_server
-    from mt.serving.app import serve as run
+    try:
+        from mt.serving.limits import HttpSettings
+        from mt.serving.models import Limits, ModelSpec, ServeSettings, load_server
+        from mt.serving.app import serve as run
+    except ModuleNotFoundError as e:  # the extra mt[serve] (pyproject.toml), or uvicorn's own h11
+        missing = (e.name or "").partition(".")[0]
+        if missing not in ("starlette", "uvicorn", "h11", "prometheus_client"):
+            raise
+        raise MtError(f"mt serve needs {missing}: pip install 'mt[serve]'") from None
 
     _check_device(device)
     _check_port(host, port)
@@ -409,6 +506,7 @@ app.add_typer(bench_app, name="bench")
 
 
 @bench_app.command("train")
+@files(reads=("config",))
 def bench_train(config: Path, set_: SetOption = None,
                 steps: Annotated[int, typer.Option(min=1, help="Timed updates per side.")] = 50,
                 warmup: Annotated[int, typer.Option(min=0, help="Untimed updates per side first.")] = 5,
@@ -433,6 +531,7 @@ def bench_train(config: Path, set_: SetOption = None,
 
 
 @app.command()
+@files(reads=("checkpoint",), folders=("output",), expand={"checkpoint": _comma_separated})
 def export(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to export (one).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write.")],
@@ -440,7 +539,8 @@ def export(
     quantization: Annotated[Optional[str], typer.Option(
         help="ctranslate2: int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 "
              "(default: float32).")] = None,
-    force: Annotated[bool, typer.Option(help="Replace an existing output directory.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace an earlier export, of either format (never a folder "
+                                        "holding other files).")] = False,
     raw_weights: RawWeights = False,
 ):
     """Write a model directory: CTranslate2's (with the sentencepiece models), which `mt translate -c DIR` reads,
@@ -464,6 +564,7 @@ def export(
 
 
 @app.command("import")
+@files(reads=("directory",), writes=("output",))
 def import_(
     directory: Annotated[Path, typer.Argument(help="A Hugging Face Marian directory (e.g. an OPUS-MT model).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Checkpoint to write.")],
@@ -473,9 +574,7 @@ def import_(
 
     from mt.config import config_to_dict
     from mt.interop.marian import import_marian
-    from mt.commands.translate import check_output
 
-    check_output(str(output))
     cfg = import_marian(directory, output, log=_warn)
     _warn(f"imported {directory} into {output}; to fine-tune it (train.init_from), a config needs these sections:")
     print(yaml.safe_dump({k: v for k, v in config_to_dict(cfg).items() if k in ("tokenizer", "model")},
@@ -483,6 +582,7 @@ def import_(
 
 
 @app.command()
+@files(reads=("path",))
 def info(path: Path, set_: SetOption = None):
     """Print the architecture and the exact parameter count of a config or a checkpoint."""
     from mt.commands.info import describe
@@ -498,6 +598,7 @@ PlotDpi = Annotated[int, typer.Option(min=10, help="Pixels per inch of a PNG.")]
 
 
 @plot_app.command("positions")
+@files(writes=("output",))
 def plot_positions(positions: Annotated[int, typer.Option(min=1)] = 100,
                    dims: Annotated[int, typer.Option(min=2, help="d_model (even).")] = 512,
                    output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
@@ -509,6 +610,7 @@ def plot_positions(positions: Annotated[int, typer.Option(min=1)] = 100,
 
 
 @plot_app.command("mask")
+@files(writes=("output",))
 def plot_mask(size: Annotated[int, typer.Option(min=1)] = 20,
               padding: Annotated[int, typer.Option(min=0, help="Also draw the target mask with N padding.")] = 0,
               output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
@@ -520,6 +622,7 @@ def plot_mask(size: Annotated[int, typer.Option(min=1)] = 20,
 
 
 @plot_app.command("attention")
+@files(reads=("checkpoint",), writes=("output",))
 def plot_attention(
     checkpoint: Annotated[Path, typer.Option("-c", "--checkpoint")],
     text: Annotated[str, typer.Option("--text", help="The source sentence.")],
@@ -532,26 +635,19 @@ def plot_attention(
     """Encoder self-, decoder self- and cross-attention weights of one sentence, from a real forward pass."""
     from mt.commands.plot import plot_attention as draw
 
-    _check_plot_output(output, {"-c": checkpoint})
     draw(checkpoint, text, target, layer, head, all_heads, output=output, show=show, dpi=dpi)
     _wrote(output)
 
 
 @plot_app.command("curves")
+@files(reads=("run_dirs",), writes=("output",), expand={"run_dirs": _metrics_files})
 def plot_curves(run_dirs: Annotated[list[Path], typer.Argument(help="Training output_dirs.")],
                 output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
     """Train and dev loss, dev BLEU and learning rate against step from metrics.jsonl, runs overlaid."""
     from mt.commands.plot import plot_curves as draw
 
-    _check_plot_output(output, {run_dir.name: run_dir / "metrics.jsonl" for run_dir in run_dirs})
     draw(run_dirs, output=output, show=show, dpi=dpi)
     _wrote(output)
-
-
-def _check_plot_output(output: Path | None, inputs: dict) -> None:
-    from mt.commands.translate import check_output
-
-    check_output(None if output is None else str(output), inputs=inputs)
 
 
 def _wrote(output: Path | None) -> None:
@@ -602,6 +698,9 @@ class Terminated(BaseException):
 
 
 def _terminated(signum, frame) -> None:
+    # `timeout` signals the command, then its whole process group: the same process can get SIGTERM twice, the
+    # second while the first unwinds (removing what it was writing). One is enough.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 

@@ -164,12 +164,15 @@ def _replace_dir(new: Path, target: Path) -> None:
 @contextlib.contextmanager
 def atomic_outputs(paths: list[Path]):
     """Open a temporary file beside each of `paths` for writing (binary); when the block ends without an
-    error, put all of them in place, otherwise remove them: the outputs are complete or absent. An OSError
-    while writing names the file it was writing."""
-    paths = [Path(os.path.realpath(p)) for p in paths]
+    error, put all of them in place, otherwise remove them: the outputs are complete or absent. A device or a
+    FIFO among `paths` is written into as it is. An OSError while writing names the file it was writing."""
     files = []
     try:
-        for path in paths:
+        for given in paths:
+            if is_special(Path(given)):  # a device or FIFO is written into, as atomic_write does
+                files.append(_NamedWriter(open(given, "wb"), None, Path(given)))
+                continue
+            path = Path(os.path.realpath(given))
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             os.fchmod(fd, _mode_of(path))  # a replaced file keeps its mode
@@ -178,7 +181,8 @@ def atomic_outputs(paths: list[Path]):
         for f in files:
             f.finish()
         for f in files:
-            os.replace(f.tmp, f.path)
+            if f.tmp is not None:
+                os.replace(f.tmp, f.path)
     except OSError as e:
         raise OSError(e.errno, e.strerror or str(e), e.filename or str(paths[0])) from None
     finally:
@@ -191,7 +195,7 @@ def atomic_outputs(paths: list[Path]):
 class _NamedWriter:
     """A file being written to `tmp` for `path`; its OSErrors name `path`."""
 
-    def __init__(self, file, tmp: str, path: Path):
+    def __init__(self, file, tmp: str | None, path: Path):
         self.file, self.tmp, self.path = file, tmp, path
 
     def write(self, data: bytes) -> None:
@@ -203,6 +207,7 @@ class _NamedWriter:
     def finish(self) -> None:
         try:
             self.file.flush()
-            os.fsync(self.file.fileno())
+            if self.tmp is not None:  # a device or FIFO has nothing to sync
+                os.fsync(self.file.fileno())
         except OSError as e:
             raise OSError(e.errno, e.strerror, str(self.path)) from None

@@ -4,6 +4,8 @@ inputs are one line."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,7 +117,8 @@ def test_a_finished_run_skips_every_step(student_config, uninterrupted):
 def test_a_distilled_folder_of_other_settings_is_refused(student_config, uninterrupted):
     proc = _distill(student_config, uninterrupted, "distill.beam_size=3", check=False)
     assert one_error_line(proc) == (f"error: {uninterrupted / 'distilled'}: made by other decoding than this "
-                                    "config's; never mixed: remove it or use another output_dir")
+                                    "config's; never mixed: set them back to resume, or pass --restart to start "
+                                    "over (the previous run is moved aside), or use another output_dir")
 
 
 def test_teachers_of_another_direction_are_refused(student_config, tmp_path):
@@ -145,3 +148,87 @@ def test_teachers_of_different_vocabularies_are_refused(student_config, teacher,
 def test_bad_inputs_are_one_line(student_config, tmp_path, setting, message):
     proc = _distill(student_config, tmp_path / "run", setting, check=False)
     assert one_error_line(proc) == message and proc.returncode == 1
+
+
+SHORT = ("distill.export=false", "train.max_steps=2")  # a run that stops after filtering and two updates
+
+
+@pytest.fixture(scope="module")
+def short_run(student_config, tmp_path_factory) -> Path:
+    """A finished short run: refused, resumed and (last) restarted by the tests below."""
+    out = tmp_path_factory.mktemp("short") / "run"
+    _distill(student_config, out, *SHORT)
+    return out
+
+
+def _state(folder: Path) -> dict:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_a_changed_filter_is_refused_before_anything_is_rewritten_and_the_original_resumes(student_config,
+                                                                                            short_run):
+    before = _state(short_run / "distilled")
+    proc = _distill(student_config, short_run, *SHORT, "distill.filter_worst=0.2", check=False)
+    assert one_error_line(proc) == (f"error: {short_run / 'distilled' / 'filter.json'}: the kept pairs were "
+                                    "filtered with distill.filter_worst 0.1, not 0.2; set it back to resume, or "
+                                    "pass --restart to start over (the previous run is moved aside), or use "
+                                    "another output_dir")
+    assert _state(short_run / "distilled") == before
+    resumed = _distill(student_config, short_run, *SHORT)
+    assert "filtering skipped" in resumed.stderr and "resuming from" in resumed.stderr
+    assert _state(short_run / "distilled") == before
+
+
+def test_restart_moves_the_previous_run_aside_and_starts_over(student_config, short_run):
+    refused = _distill(student_config, short_run, *SHORT, "distill.beam_size=3", check=False)
+    assert "pass --restart to start over" in one_error_line(refused)
+    sets = [a for s in (f"output_dir={short_run}", *SHORT, "distill.beam_size=3") for a in ("--set", s)]
+    again = run_mt("distill", student_config, *sets, "--restart")
+    assert "resuming from" not in again.stderr and "translating skipped" not in again.stderr
+    previous, = short_run.glob("previous-*")
+    assert "moved the previous run" in again.stderr and str(previous) in again.stderr
+    beams = [json.loads((run / "distilled" / "made_by.json").read_text())["decoding"]["beam_size"]
+             for run in (previous, short_run)]
+    assert beams == [2, 3]
+    assert (previous / "checkpoint_last.pt").is_file() and (short_run / "checkpoint_last.pt").is_file()
+    assert (previous / "data" / "prepared.json").is_file()
+
+
+@pytest.mark.parametrize("name,remedy", [
+    ("distilled/made_by.json", "mt distill cannot tell what made {run}/distilled: pass --restart to start over "
+                               "(the previous run is moved aside), or use another output_dir"),
+    ("distilled/filter.json", "remove it to filter the pairs again"),
+    ("distill.json", "remove it to export and compare again"),
+])
+def test_a_damaged_state_file_is_one_line_naming_it_and_what_to_do(student_config, uninterrupted, name, remedy):
+    path = uninterrupted / name
+    good = path.read_bytes()
+    damaged = good[:len(good) // 2]
+    path.write_bytes(damaged)
+    try:
+        proc = _distill(student_config, uninterrupted, check=False)
+        line = one_error_line(proc)
+        assert line.startswith(f"error: {path}: damaged (not JSON: ") and proc.returncode == 1
+        assert line.endswith("); " + remedy.format(run=uninterrupted))
+        if name != "distilled/made_by.json":  # the remedy works: the file is made again, nothing else redone
+            path.unlink()
+            again = _distill(student_config, uninterrupted)
+            assert "translating skipped" in again.stderr and "resuming from" in again.stderr
+    finally:
+        if not path.is_file() or path.read_bytes() == damaged:
+            path.write_bytes(good)
+
+
+@pytest.mark.parametrize("where", ["the teacher's folder", "a folder above it"])
+def test_distilling_into_the_teachers_folder_is_refused_before_any_work(student_config, teacher, tmp_path, where):
+    if where == "the teacher's folder":
+        out, path = teacher.parent, teacher
+    else:
+        out, path = tmp_path / "run", tmp_path / "run" / "averaged" / "teacher.pt"
+        path.parent.mkdir(parents=True)
+        shutil.copy(teacher, path)
+        (out / ".lock").touch()  # an mt folder: a run of its own
+    proc = _distill(student_config, out, f"distill.teachers=[{path}]", check=False)
+    assert one_error_line(proc) == (f"error: output_dir {out}: holds the teacher {path}; mt distill trains its "
+                                    "student there: use another output_dir")
+    assert not (out / "distilled").exists()

@@ -256,6 +256,25 @@ def test_an_existing_folder_needs_force(paper_checkpoint, tmp_path):
     assert (tmp_path / "hf" / "mine.txt").read_text() == "kept"
 
 
+def test_force_replaces_an_earlier_export_of_either_format_and_nothing_else(paper_checkpoint, tmp_path):
+    """A CTranslate2 export replaced by a Hugging Face one and back (each refused the other's model.bin or
+    README.md as a file mt export did not write); a file of the user's among an export's is still kept."""
+    pytest.importorskip("ctranslate2")
+    out = tmp_path / "model"
+    run_mt("export", "-c", paper_checkpoint, "--format", "ctranslate2", "-o", out)
+    run_mt("export", "-c", paper_checkpoint, "--format", "huggingface", "-o", out, "--force")
+    assert (out / "model.safetensors").is_file() and not (out / "model.bin").exists()
+    run_mt("export", "-c", paper_checkpoint, "--format", "ctranslate2", "-o", out, "--force")
+    assert (out / "model.bin").is_file() and not (out / "model.safetensors").exists()
+    (out / "notes.txt").write_text("mine")
+    for format in ("huggingface", "ctranslate2"):
+        line = one_error_line(run_mt("export", "-c", paper_checkpoint, "--format", format, "-o", out, "--force",
+                                     check=False))
+        assert line == (f"error: -o {out}: holds notes.txt, which mt export did not write; --force replaces only "
+                        "an earlier export: choose another folder")
+    assert (out / "notes.txt").read_text() == "mine" and (out / "model.bin").is_file()
+
+
 def test_a_full_disk_leaves_nothing_half_written(paper_checkpoint, tmp_path):
     """A file-size limit (as a full disk) while writing model.safetensors: one line, and no folder."""
     import resource

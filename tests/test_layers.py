@@ -130,10 +130,9 @@ def _layout_packages(path: Path) -> list[str]:
     that starts with a flat module the base, which must list every flat module."""
     order = []
     for word in _layout(path):
-        if word.endswith("/"):
-            order.append(word[:-1])
-        elif word.endswith(".py"):
-            order.append(package_of(word[:-3]))
+        package = word[:-1] if word.endswith("/") else package_of(word[:-3]) if word.endswith(".py") else None
+        if package is not None and order[-1:] != [package]:  # the base may take two lines
+            order.append(package)
     return order
 
 

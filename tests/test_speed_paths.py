@@ -121,11 +121,40 @@ def test_the_mfu_yardstick_is_measured_once_per_machine_then_read(tmp_path, monk
 
 def test_a_run_faster_than_the_cached_peak_raises_it_and_never_reports_an_mfu_over_one(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: 1e11)  # measured under load
+    monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: 1e11)  # measured under load, every time
     assert MachinePeak(torch.device("cpu")).mfu(5e10) == 0.5
-    assert MachinePeak(torch.device("cpu")).mfu(3e11) == 1.0  # 300% before
+    assert MachinePeak(torch.device("cpu")).mfu(3e11) == 1.0  # 300% before; measured again, still 1e11
     later = MachinePeak(torch.device("cpu"))
     assert later.flops == 3e11 and "raised" in later.where and later.mfu(1.5e11) == 0.5
+
+
+def test_a_stale_cached_peak_is_measured_again_and_later_runs_use_the_new_one(tmp_path, monkeypatch):
+    """A peak measured under load (1e11, the machine can do 4e11): the first run faster than it measures again,
+    once, and neither it nor any later run reports an MFU against the stale peak (it reported 100%)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    measurements = iter([1e11, 4e11])
+    calls = []
+    monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: calls.append(1) or next(measurements))
+    assert MachinePeak(torch.device("cpu")).flops == 1e11  # cached, stale
+    run = MachinePeak(torch.device("cpu"))
+    assert [run.mfu(2e11), run.mfu(3e11)] == [0.5, 0.75] and len(calls) == 2  # measured again once, not per row
+    assert "measured again" in run.where
+    later = MachinePeak(torch.device("cpu"))
+    assert later.flops == 4e11 and later.mfu(2e11) == 0.5 and len(calls) == 2  # read, not measured
+    cached = json.loads((tmp_path / "mt" / "matmul_peak.json").read_text())
+    assert [entry["flops"] for entry in cached.values()] == [4e11]
+
+
+def test_the_cached_peak_keeps_the_highest_measurement(tmp_path, monkeypatch):
+    """Two runs share the cache: one that measured a lower peak than the other stored does not lower it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(flops, "matmul_peak_flops", lambda *a, **k: 1e11)
+    low = MachinePeak(torch.device("cpu"))  # measured 1e11 first ...
+    cache = tmp_path / "mt" / "matmul_peak.json"
+    cache.write_text(json.dumps({low.key: {"flops": 5e11, "measured": "by another run"}}))  # ... another: 5e11
+    low.mfu(2e11)  # beats this run's 1e11: measured again (1e11), raised to 2e11, below the cache's 5e11
+    assert json.loads(cache.read_text())[low.key]["flops"] == 5e11
+    assert MachinePeak(torch.device("cpu")).flops == 5e11
 
 
 @pytest.mark.parametrize("shape", [(7, 16), (3, 5, 16), (4, 1, 16), (2, 100, 16), (160, 16)])

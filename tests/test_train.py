@@ -4,6 +4,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -91,6 +92,15 @@ def test_a_log_window_times_the_updates_alone():
         window.add(torch.tensor([2.0, 1.0, 100.0]), flops=1e9)
     row = window.row()
     assert 0.5 <= row["seconds_per_update"] < 0.6 and 180 < row["tokens_per_s"] <= 200
+
+
+def test_measuring_the_peak_again_is_left_out_of_the_next_log_window():
+    """`mfu` may measure the matmul peak again (mt/training/flops.py), for a second or so: not training time."""
+    window = Window(torch.device("cpu"), SimpleNamespace(mfu=lambda flops_per_s: time.sleep(0.5) or 0.5))
+    window.add(torch.tensor([2.0, 1.0, 100.0]), flops=1e9)
+    window.row()
+    window.add(torch.tensor([2.0, 1.0, 100.0]), flops=1e9)
+    assert window.pending()[-1] < 0.1
 
 
 def test_a_checkpoint_that_cannot_be_written_stops_training_in_one_line(trained_tiny, tmp_path):

@@ -2,7 +2,8 @@
 (Kim and Rush, 2016): the student learns the teachers' beam translations of the training sources.
 
 CONFIG is the student's training config with a `distill` section. Each step is skipped when done and resumes
-after a kill (mt/commands/distill_corpus.py keeps the corpus; training resumes as `mt train` does):
+after a kill (mt/commands/distill_corpus.py keeps the corpus; training resumes as `mt train` does); a setting
+changed since is refused before anything is written, and `--restart` moves the earlier run aside to start over:
   a. the teachers translate data.train_src into output_dir/distilled/ (beam distill.beam_size);
   b. the teachers score each pair (as `mt score --normalize`) and the worst distill.filter_worst share is dropped;
   c. the student trains on the kept pairs (with distill.keep_original, also on the original ones) in output_dir;
@@ -13,6 +14,7 @@ The distilled corpus is text: the student trains its own tokenizer on it, as on 
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import replace
@@ -20,10 +22,12 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import load_checkpoint
+from mt.checkpoint import load_checkpoint, step_checkpoints
 from mt.config import Config, CorpusConfig
 from mt.decoding.lines import translate_lines
-from mt.commands.distill_corpus import claim, filter_pairs, made_by, score_translations, translate_corpus
+from mt.commands.distill_corpus import (MADE_BY, claim, filter_pairs, made_by, read_record, recorded_state,
+                                        score_translations, translate_corpus)
+from mt.data.prepare import STAMP
 from mt.errors import MtError
 from mt.interop.ctranslate2 import export_ctranslate2
 from mt.files import atomic_write_text
@@ -38,15 +42,20 @@ EXPORT = "student-ct2-int8"
 REPORT = "distill.json"
 
 
-def distill(cfg: Config, log) -> int | None:
-    """Steps a to d; returns the signal that stopped training early (resumable), or None when finished."""
+def distill(cfg: Config, log, restart: bool = False) -> int | None:
+    """Steps a to d; returns the signal that stopped training early (resumable), or None when finished. With
+    `restart`, what an earlier run made in output_dir is first moved aside (`set_aside_previous_run`)."""
     check_inputs(cfg)
     out = Path(cfg.output_dir)
     with folder_lock(out, "mt distill"):
-        teachers = load_translator(list(cfg.distill.teachers), cfg.train.device)
+        if restart:
+            set_aside_previous_run(out, log)
         folder = out / "distilled"
+        recorded = recorded_state(folder, cfg.distill.filter_worst)  # refused before any work, nothing touched
+        finished_report(out)
+        teachers = load_translator(list(cfg.distill.teachers), cfg.train.device)
         check_direction(teachers, cfg)
-        claim(folder, made_by(cfg, teachers))
+        claim(folder, recorded, made_by(cfg, teachers))
         translate_corpus(teachers, cfg, folder, log)
         scores = score_translations(teachers, cfg, folder, log) if cfg.distill.filter_worst > 0 else None
         filter_pairs(cfg, folder, scores, log)
@@ -59,8 +68,8 @@ def distill(cfg: Config, log) -> int | None:
 
 
 def check_inputs(cfg: Config) -> None:
-    """One-line errors before any work: no teachers, a teacher or corpus file missing, a corpus mt cannot read
-    line by line."""
+    """One-line errors before any work: no teachers, a teacher or corpus file missing, a teacher inside
+    output_dir, a corpus mt cannot read line by line."""
     d = cfg.data
     if not cfg.distill.teachers:
         raise MtError("distill.teachers: none given; mt distill needs at least one teacher (a checkpoint, or a "
@@ -68,12 +77,54 @@ def check_inputs(cfg: Config) -> None:
     for path in cfg.distill.teachers:
         if not Path(path).exists():
             raise MtError(f"distill.teachers: {path}: no such file or directory")
+        _check_apart(cfg.output_dir, path)
     if d.train or d.dataset or not (d.train_src and d.train_tgt):
         raise MtError("mt distill translates the corpus of data.train_src and data.train_tgt; give it there (not "
                       "as data.train or data.dataset)")
     for key in ("train_src", "train_tgt"):
         if not Path(getattr(d, key)).is_file():
             raise MtError(f"data.{key}: no such file '{getattr(d, key)}'")
+
+
+def _check_apart(output_dir: str, teacher: str) -> None:
+    """Refuse an output_dir that is or holds a teacher (its run folder, say): the student would resume from, write
+    over or (--restart) move the teacher's files."""
+    out, found = Path(output_dir).resolve(), Path(teacher).resolve()
+    if found == out or out in found.parents:
+        raise MtError(f"output_dir {output_dir}: holds the teacher {teacher}; mt distill trains its student there: "
+                      "use another output_dir")
+
+
+def set_aside_previous_run(out: Path, log) -> None:
+    """--restart, as `mt train --restart` does it: what an earlier mt distill made in `out` (its distilled corpus,
+    the student's prepared data, checkpoints and log, the export and the report) is moved into a new dated
+    folder there, never deleted; files mt did not make stay where they are."""
+    old = [p for p in _previous_run(out) if p.exists()]
+    if old:
+        folder = _new_folder(out / time.strftime("previous-%Y%m%d-%H%M%S"))
+        for p in old:
+            p.rename(folder / p.name)
+        log(f"distill: restart: moved the previous run's {len(old)} files and folders to {folder}")
+
+
+def _previous_run(out: Path) -> list[Path]:
+    """What mt distill makes in `out`: distilled/ and data/ (prepared from the kept pairs moved with it) only when
+    they carry mt's record; without it they are someone else's, and stay."""
+    mine = [out / "distilled" / MADE_BY, out / "data" / STAMP]
+    folders = [record.parent for record in mine if record.is_file()]
+    return [*folders, out / REPORT, out / EXPORT, out / "checkpoint_last.pt", out / "checkpoint_best.pt",
+            *step_checkpoints(out), out / "metrics.jsonl"]
+
+
+def _new_folder(path: Path) -> Path:
+    """`path`, made; or `path`-2, -3, ... when it exists (two restarts within a second)."""
+    for n in itertools.count(1):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
 
 
 def check_direction(teachers, cfg: Config) -> None:
@@ -124,9 +175,10 @@ def compare(cfg: Config, teachers, log) -> dict:
     best = out / "checkpoint_best.pt"
     student = best if best.is_file() else out / "checkpoint_last.pt"
     step = load_checkpoint(student)["step"]
-    if (out / REPORT).is_file() and json.loads((out / REPORT).read_text(encoding="utf-8"))["student_step"] == step:
+    report = finished_report(out)
+    if report is not None and report["student_step"] == step:
         log(f"distill: {out / REPORT} is complete; export and comparison skipped")
-        return json.loads((out / REPORT).read_text(encoding="utf-8"))
+        return report
     export_ctranslate2(student, out / EXPORT, "int8", force=True)
     report = {"student": str(student), "student_step": step, "export": str(out / EXPORT)}
     if not cfg.data.dev_src:
@@ -141,6 +193,12 @@ def compare(cfg: Config, teachers, log) -> dict:
                 f"{report[name]['sentences_per_s']:.1f} sentences/s")
     atomic_write_text(out / REPORT, json.dumps(report, indent=1) + "\n")
     return report
+
+
+def finished_report(out: Path) -> dict | None:
+    """output_dir/distill.json of an earlier comparison, or None; a damaged one is a one-line error."""
+    path = out / REPORT
+    return read_record(path, "remove it to export and compare again", ("student_step",)) if path.is_file() else None
 
 
 def _dev_figures(tr, sources: list[str], references: list[str], beam_size: int) -> dict:

@@ -2,7 +2,8 @@
 sources, their scores, and the pairs kept, each file written so that a killed run resumes where it stopped.
 
 made_by.json records what made the folder (the teachers' files by content, their decoding settings, the corpus
-by content); a folder made by anything else is refused, never mixed with. Translations and scores are
+by content); a folder made by anything else is refused, never mixed with, and so are kept pairs filtered with
+another `distill.filter_worst` (filter.json), before anything is written. Translations and scores are
 appended a block of `distill.batch_lines` lines at a time to a `.partial` file, flushed and synced; a resumed
 run keeps the whole blocks there (a torn last block is cut off) and goes on from the next, so its blocks, and
 so its lines, are those of a run that was never stopped. A finished file is renamed into place.
@@ -55,20 +56,50 @@ def made_by(cfg: Config, tr: Translator) -> dict:
             "corpus": {"src": cfg.data.train_src, "sha256": file_digest(Path(cfg.data.train_src))}}
 
 
-def claim(folder: Path, identity: dict) -> None:
-    """Make `folder` this identity's, or fail in one line when another made it (or it holds something else)."""
+RESTART = "pass --restart to start over (the previous run is moved aside), or use another output_dir"
+
+
+def read_record(path: Path, remedy: str, keys: tuple[str, ...] = ()) -> dict:
+    """A JSON state file of mt distill, holding `keys`, or a one-line error naming it and `remedy`."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise MtError(f"{path}: damaged (not JSON: {e.msg} at line {e.lineno} column {e.colno}); {remedy}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise MtError(f"{path}: damaged ({getattr(e, 'strerror', None) or 'not UTF-8'}); {remedy}") from None
+    if not isinstance(record, dict) or any(key not in record for key in keys):
+        raise MtError(f"{path}: damaged (not the record mt distill writes); {remedy}")
+    return record
+
+
+def recorded_state(folder: Path, filter_worst: float) -> dict | None:
+    """Before any work or writing: what made `folder` (None when nothing did yet), after checking that its records
+    are readable and that its kept pairs, if made, were filtered with this `filter_worst`. A run refused here
+    resumes when the settings are set back: nothing of it was touched."""
     record = folder / MADE_BY
-    if record.is_file():
-        found = json.loads(record.read_text(encoding="utf-8"))
-        if found != identity:
-            differ = [key for key in identity if found.get(key) != identity[key]]
-            raise MtError(f"{folder}: made by other {', '.join(differ)} than this config's; never mixed: remove it "
-                          "or use another output_dir")
-        return
-    if folder.exists() and any(folder.iterdir()):
-        raise MtError(f"{folder}: holds files but no {MADE_BY}; not mt distill's: remove it or use another "
-                      "output_dir")
-    atomic_write_text(record, json.dumps(identity, indent=1) + "\n")
+    if not record.is_file():
+        if folder.exists() and any(folder.iterdir()):
+            raise MtError(f"{folder}: holds files but no {MADE_BY}; not mt distill's: remove it or use another "
+                          "output_dir")
+        return None
+    found = read_record(record, f"mt distill cannot tell what made {folder}: {RESTART}")
+    if (folder / REPORT).is_file():
+        kept = read_record(folder / REPORT, "remove it to filter the pairs again", ("filter_worst",))["filter_worst"]
+        if kept != filter_worst:
+            raise MtError(f"{folder / REPORT}: the kept pairs were filtered with distill.filter_worst {kept}, not "
+                          f"{filter_worst}; set it back to resume, or {RESTART}")
+    return found
+
+
+def claim(folder: Path, found: dict | None, identity: dict) -> None:
+    """Make `folder` this identity's (`found`: what `recorded_state` read there), or fail in one line when another
+    made it."""
+    if found is None:
+        atomic_write_text(folder / MADE_BY, json.dumps(identity, indent=1) + "\n")
+    elif found != identity:
+        differ = [key for key in identity if found.get(key) != identity[key]]
+        raise MtError(f"{folder}: made by other {', '.join(differ)} than this config's; never mixed: set them back "
+                      f"to resume, or {RESTART}")
 
 
 def translate_corpus(tr: Translator, cfg: Config, folder: Path, log) -> Path:
@@ -108,11 +139,9 @@ def filter_pairs(cfg: Config, folder: Path, scores: Path | None, log) -> dict:
     """Step b: the pairs kept (`kept.src`, `kept.tgt`) and a report of how many each rule dropped: pairs with an
     empty side, then the `distill.filter_worst` share of the others with the lowest teacher score."""
     sources, translations = Path(cfg.data.train_src), folder / TRANSLATIONS
-    if (folder / REPORT).is_file():
-        report = json.loads((folder / REPORT).read_text(encoding="utf-8"))
-        if report["filter_worst"] == cfg.distill.filter_worst:
-            log(f"distill: {folder / REPORT} is complete; filtering skipped")
-            return report
+    if (folder / REPORT).is_file():  # of this filter_worst: recorded_state refused another
+        log(f"distill: {folder / REPORT} is complete; filtering skipped")
+        return read_record(folder / REPORT, "remove it to filter the pairs again")
     empty = {i for i, (s, t) in enumerate(zip(_lines(sources), _lines(translations))) if not s.strip() or not t}
     worst: set[int] = set()
     if scores is not None:
@@ -120,8 +149,8 @@ def filter_pairs(cfg: Config, folder: Path, scores: Path | None, log) -> dict:
         worst = {i for _, i in ranked[:int(cfg.distill.filter_worst * len(ranked))]}
     dropped = empty | worst
     for name, path in ((KEPT_SRC, sources), (KEPT_TGT, translations)):
-        atomic_write(folder / name, lambda f, path=path: f.writelines(
-            (line + "\n").encode("utf-8") for i, line in enumerate(_lines(path)) if i not in dropped))
+        _write_unless_same(folder / name, lambda path=path: (line for i, line in enumerate(_lines(path))
+                                                             if i not in dropped))
     total = count_lines(translations)
     report = {"pairs": total, "dropped": {"empty side": len(empty), "worst teacher score": len(worst)},
               "kept": total - len(dropped), "filter_worst": cfg.distill.filter_worst}
@@ -129,6 +158,22 @@ def filter_pairs(cfg: Config, folder: Path, scores: Path | None, log) -> dict:
     log(f"distill: kept {report['kept']} of {total} pairs; dropped {len(empty)} with an empty side, "
         f"{len(worst)} with the worst teacher scores")
     return report
+
+
+def _write_unless_same(path: Path, lines) -> None:
+    """The lines `lines()` yields, each ended by a newline, written to `path`, unless it holds just them already:
+    then it is left untouched, its time too, which the student's prepared data records (a changed time there
+    would refuse the resumed training)."""
+    def chunks():
+        return ((line + "\n").encode("utf-8") for line in lines())
+
+    if path.is_file():
+        digest = hashlib.sha256()
+        for chunk in chunks():
+            digest.update(chunk)
+        if digest.hexdigest() == file_digest(path):
+            return
+    atomic_write(path, lambda f: f.writelines(chunks()))
 
 
 def _resumable(done: Path, items, total: int, work, block: int, what: str, log) -> Path:

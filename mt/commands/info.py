@@ -33,8 +33,8 @@ def _vocab_sizes(path: Path, overrides: list[str]) -> tuple[Config, int, int, st
 def _exported_vocab_sizes(directory: Path) -> tuple[Config, int, int, str]:
     """A directory written by `mt export`: its config (mt.yaml) and its sentencepiece models."""
     if not is_exported(directory):
-        raise MtError(f"{directory}: a folder, but not one written by `mt export`; give a config, a checkpoint "
-                      "or an exported directory")
+        raise MtError(f"{directory}: not a CTranslate2 export (no {MARKER}); give a config, a checkpoint or a "
+                      "CTranslate2 export (`mt export --format ctranslate2`)")
     cfg = config_from_dict(read_marker(directory / MARKER), source=str(directory / MARKER))
     try:
         src, tgt = (len(Tokenizer((directory / name).read_bytes())) for name in ("source.spm", "target.spm"))

@@ -15,7 +15,6 @@ import os
 import select
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -24,8 +23,7 @@ import torch
 from mt.decoding.protocol import Translator
 from mt.config import DecodeConfig
 from mt.decoding.lines import LineFormat, LineText, Translation, line_text, translate_lines
-from mt.errors import MtError
-from mt.files import atomic_write, is_special
+from mt.files import atomic_write
 
 
 def _decode_line(raw: bytes, number: int, warn) -> str:
@@ -176,50 +174,3 @@ def translate_file(tr: Translator, input_path: str | None, output_path: str | No
     finally:
         if input_path:
             source.close()
-
-
-def check_input(path: str | None, option: str = "-i") -> None:
-    """A file to read: fail before any work if it is missing, a folder or unreadable."""
-    if path is None:
-        return
-    if not os.path.exists(path):
-        raise MtError(f"{option} {path}: no such file")
-    if os.path.isdir(path):
-        raise MtError(f"{option} {path}: is a folder, not a file")
-    if not os.access(path, os.R_OK):
-        raise MtError(f"{option} {path}: not readable (permission denied)")
-
-
-def check_output(path: str | None, option: str = "-o", inputs: dict[str, str | Path | None] | None = None) -> None:
-    """A file to write: fail before any work if it is a folder, one of the command's `inputs` ({option: path}),
-    a file that may not be written, or in a folder that cannot take a new file. A device or a FIFO is written
-    into as it is (mt/files.py)."""
-    if path is None:
-        return
-    for input_option, input_path in (inputs or {}).items():
-        if input_path is not None and _same_file(path, input_path):
-            raise MtError(f"{option} {path}: is also the input {input_option} {input_path}; write the output "
-                          "to another file")
-    if is_special(Path(path)):
-        return
-    target = Path(os.path.realpath(path))  # a symlink is written through
-    if target.is_dir():
-        raise MtError(f"{option} {path}: is a folder, not a file")
-    folder = target.parent
-    if not folder.is_dir():
-        raise MtError(f"{option} {path}: no such folder {folder}")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise MtError(f"{option} {path}: {_why_not_writable(target)}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise MtError(f"{option} {path}: cannot write in {folder} ({_why_not_writable(folder)})")
-
-
-def _same_file(a: str | Path, b: str | Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet)
-        return False
-
-
-def _why_not_writable(path: Path) -> str:
-    return "read-only file system" if os.statvfs(path).f_flag & os.ST_RDONLY else "permission denied"

@@ -22,7 +22,7 @@ import numpy as np
 from mt.data.clean_filters import CHEAP, COSTLY, FILTER_NAMES, Pair, active, first_failed
 from mt.config import CleanConfig
 from mt.errors import DataError
-from mt.files import atomic_outputs, atomic_write_text
+from mt.files import atomic_outputs
 from mt.data.language_id import check_language
 from mt.progress import Progress
 from mt.data.eflomal_scores import alignment_scores
@@ -159,14 +159,17 @@ def _decoded(src: bytes, tgt: bytes, src_lang: str, tgt_lang: str) -> Pair | Non
 
 
 def clean_corpus(chunks: RawChunks, out_src: Path, out_tgt: Path, cfg: CleanConfig, src_lang: str,
-                 tgt_lang: str, *, rejected: Path | None = None, log=print, command: str = "clean") -> Report:
-    """Write the pairs of `chunks` that every filter keeps to out_src/out_tgt (and, with `rejected`, one line per
-    pair removed: line number, filter, source, target, tab-separated); return the report."""
+                 tgt_lang: str, *, rejected: Path | None = None, report_path: Path | None = None, log=print,
+                 command: str = "clean") -> Report:
+    """Write the pairs of `chunks` that every filter keeps to out_src/out_tgt (with `rejected`, one line per pair
+    removed: line number, filter, source, target, tab-separated; with `report_path`, the report as JSON), all of
+    them or none; return the report."""
     cleaner, report, start = Cleaner(cfg, src_lang, tgt_lang), Report(src_lang, tgt_lang), time.perf_counter()
-    paths = [out_src, out_tgt, *([rejected] if rejected else [])]
-    with atomic_outputs(paths) as files, Progress(command, "cleaned", None, log) as progress:
+    extra = [path for path in (rejected, report_path) if path is not None]
+    with atomic_outputs([out_src, out_tgt, *extra]) as files, Progress(command, "cleaned", None, log) as progress:
+        kept_files, rejected_file = files[:2], files[2] if rejected is not None else None
         for src_raw, tgt_raw, why in cleaner.judged(chunks):
-            _write(files, src_raw, tgt_raw, why, report.pairs + 1)
+            _write(kept_files, rejected_file, src_raw, tgt_raw, why, report.pairs + 1)
             for reason in why:
                 if reason is None:
                     report.kept += 1
@@ -174,16 +177,19 @@ def clean_corpus(chunks: RawChunks, out_src: Path, out_tgt: Path, cfg: CleanConf
                     report.removed[reason] += 1
             report.pairs += len(why)
             progress.update(len(why))
-    report.seconds = time.perf_counter() - start
+        report.seconds = time.perf_counter() - start
+        if report_path is not None:
+            files[-1].write(report_json(report).encode("utf-8"))
     return report
 
 
-def _write(files, src_raw: list[bytes], tgt_raw: list[bytes], why: list[str | None], first_line: int) -> None:
+def _write(kept_files, rejected_file, src_raw: list[bytes], tgt_raw: list[bytes], why: list[str | None],
+           first_line: int) -> None:
     kept = [i for i, w in enumerate(why) if w is None]
-    files[0].write(b"".join(src_raw[i] + b"\n" for i in kept))
-    files[1].write(b"".join(tgt_raw[i] + b"\n" for i in kept))
-    if len(files) > 2:
-        files[2].write("".join(
+    kept_files[0].write(b"".join(src_raw[i] + b"\n" for i in kept))
+    kept_files[1].write(b"".join(tgt_raw[i] + b"\n" for i in kept))
+    if rejected_file is not None:
+        rejected_file.write("".join(
             f"{first_line + i}\t{w}\t{src_raw[i].decode('utf-8', 'replace')}\t{tgt_raw[i].decode('utf-8', 'replace')}\n"
             for i, w in enumerate(why) if w is not None).encode("utf-8"))
 
@@ -243,12 +249,9 @@ def output_paths(prefix: str, src_path: Path, tgt_path: Path) -> tuple[Path, Pat
     if not src_ext or not tgt_ext or src_ext == tgt_ext:
         raise DataError(f"{src_path}, {tgt_path}: the outputs are named PREFIX plus each input's extension, so "
                         "the inputs need two different extensions (train.de, train.en)")
-    outputs = Path(prefix + src_ext), Path(prefix + tgt_ext)
-    for out in outputs:
-        if out.exists() and any(out.samefile(p) for p in (src_path, tgt_path) if Path(p).exists()):
-            raise DataError(f"-o {prefix}: would write {out} over an input; choose another PREFIX")
-    return outputs
+    return Path(prefix + src_ext), Path(prefix + tgt_ext)  # checked against the inputs by mt/file_checks.py
 
 
-def write_report(report: Report, path: Path) -> None:
-    atomic_write_text(path, json.dumps(report.as_dict(), indent=1) + "\n")
+def report_json(report: Report) -> str:
+    return json.dumps(report.as_dict(), indent=1) + "\n"
+

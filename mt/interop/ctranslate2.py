@@ -18,6 +18,7 @@ from mt.config import config_to_dict
 from mt.decoding.ct2_backend import MARKER, import_ctranslate2
 from mt.errors import MtError
 from mt.files import atomic_write_dir
+from mt.interop.export_folders import check_replaceable
 from mt.model.transformer import Transformer
 from mt.symbols import EOS, PAD, UNK
 from mt.data.tokenizer import Tokenizer
@@ -143,33 +144,6 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
 
     atomic_write_dir(output_dir, write)
     return output_dir
-
-
-# Every file an export writes (CTranslate2 names its vocabularies .json, older releases .txt): --force replaces a
-# folder that holds only these, with mt's MARKER among them.
-EXPORT_FILES = frozenset({MARKER, "model.bin", "config.json", "source.spm", "target.spm",
-                          *(f"{side}_vocabulary.{ext}" for side in ("shared", "source", "target")
-                            for ext in ("json", "txt"))})
-
-
-def check_replaceable(output_dir: Path, force: bool, written: frozenset[str] = EXPORT_FILES,
-                      is_export=lambda folder: (folder / MARKER).is_file()) -> None:
-    """Before any work: `output_dir` is new, or (with `force`) empty or an earlier export of this format (as
-    `is_export` tells), holding only files in `written`; never a folder of anyone else's files."""
-    if not output_dir.exists():
-        return
-    if not output_dir.is_dir():
-        raise MtError(f"-o {output_dir}: exists and is not a folder; an export writes a folder")
-    if not force:
-        raise MtError(f"{output_dir} exists; remove it or pass --force")
-    entries = sorted(output_dir.iterdir())
-    if not entries:
-        return
-    foreign = [p.name for p in entries if p.name not in written or not p.is_file() or p.is_symlink()]
-    if foreign or not is_export(output_dir):
-        what = f"holds {foreign[0]}, which" if foreign else "is not an earlier export: its files"
-        raise MtError(f"-o {output_dir}: {what} mt export did not write; --force replaces only an earlier "
-                      "export: choose another folder")
 
 
 def _pieces(tok: Tokenizer) -> list[str]:

@@ -21,7 +21,7 @@ import yaml
 from mt.decoding.model_backend import load_model_translator
 from mt.config import Config, config_to_dict
 from mt.errors import MtError
-from mt.interop.ctranslate2 import check_replaceable
+from mt.interop.export_folders import CARD_SIGN, check_replaceable
 from mt.files import atomic_write_dir
 from mt.interop.marian import depths, layer_names
 from mt.model.transformer import Transformer
@@ -44,7 +44,7 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
     from safetensors.torch import save
 
     output_dir = Path(output_dir)
-    check_replaceable(output_dir, force, HF_FILES, is_hf_export)
+    check_replaceable(output_dir, force)
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     model = tr.backend.model
     if model.cfg.norm == "pre" and model.src_embed.tokens is not model.tgt_embed.tokens:
@@ -69,19 +69,6 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
 
     atomic_write_dir(output_dir, write)
     return output_dir
-
-
-# Every file the export writes: --force replaces a folder holding only these, whose model card says mt wrote it.
-HF_FILES = frozenset({"config.json", "generation_config.json", "model.safetensors", "README.md", "tokenizer.json",
-                      "source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json"})
-CARD_SIGN = "written by `mt export --format huggingface`"
-
-
-def is_hf_export(folder: Path) -> bool:
-    try:
-        return CARD_SIGN in (folder / "README.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
 
 
 def hf_state(model: Transformer) -> dict[str, torch.Tensor]:

@@ -24,8 +24,7 @@ def read_glossary(value, max_terms: int, max_term_chars: int) -> dict[str, str]:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
             raise HttpError(400, BAD_GLOSSARY) from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip()
-                                              for k, v in value.items()):
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise HttpError(400, BAD_GLOSSARY)
     if len(value) > max_terms:
         raise HttpError(400, f"Invalid request: glossary has {len(value)} entries, more than {max_terms}")
@@ -33,7 +32,19 @@ def read_glossary(value, max_terms: int, max_term_chars: int) -> dict[str, str]:
     if longest > max_term_chars:
         raise HttpError(400, f"Invalid request: a glossary term has {longest} characters, more than "
                              f"{max_term_chars}")
+    _check_no_empty_term(value)
     return {k.strip(): v.strip() for k, v in value.items()}
+
+
+def _check_no_empty_term(glossary: dict[str, str]) -> None:
+    """A 400 naming the first entry with an empty (or blank) source or target term (terms are short by now)."""
+    for source, target in glossary.items():
+        if not source.strip():
+            raise HttpError(400, f"Invalid request: glossary has an empty source term (its target term is "
+                                 f"{json.dumps(target, ensure_ascii=False)})")
+        if not target.strip():
+            raise HttpError(400, f"Invalid request: glossary term {json.dumps(source, ensure_ascii=False)} has an "
+                                 "empty target term")
 
 
 def glossary_chars(glossary: dict[str, str]) -> int:

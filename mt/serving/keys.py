@@ -19,6 +19,11 @@ class ApiKeys:
 
     @classmethod
     def read(cls, path: str | Path) -> ApiKeys:
+        """The keys of `path`; an empty path (an unset variable in a script) or a file with no key in it would
+        serve everyone or no one, so both are refused."""
+        if not str(path).strip():
+            raise MtError("--api-keys: an empty file name (an unset variable?); give a file of "
+                          "`KEY [REQUESTS_PER_MINUTE]` lines, or leave the option out to serve without keys")
         keys = {}
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -31,6 +36,9 @@ class ApiKeys:
             if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
                 raise MtError(f"--api-keys {path}:{number}: expected KEY [REQUESTS_PER_MINUTE]")
             keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
+        if not keys:
+            raise MtError(f"--api-keys {path}: no keys in it, so every request would be refused; write one "
+                          "`KEY [REQUESTS_PER_MINUTE]` a line")
         return cls(keys)
 
     def check(self, key) -> None:

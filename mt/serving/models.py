@@ -104,7 +104,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     pairs = [(s.source, s.target) for s in specs]
     if len(set(pairs)) < len(pairs):
         raise MtError("-m: a language pair is given twice")
-    api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys else None
+    api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys is not None else None
     metrics, models, decoder = Metrics(), {}, DecodeThread()
     try:
         if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count

@@ -349,8 +349,8 @@ class Window:
                "ppl": round(math.exp(min(nll / tokens, 50)), 2), "tokens_per_s": round(tokens / seconds, 1),
                "seconds_per_update": round(seconds / max(self.updates, 1), 4),
                "mfu": round(self.peak.mfu(self.flops / seconds), 4)}
-        if new_window:
-            self.reset(now)
+        if new_window:  # from now, not `now`: the peak's measurement that `mfu` may make is no window's time
+            self.reset(time.perf_counter())
         return row
 
 

@@ -1,0 +1,321 @@
+"""Every command's files, enumerated from the command line's own definition (mt/cli.py's `files(...)` on each
+command): every parameter that names a file is declared; each output is tried against each input of the same call,
+against the command's other outputs, a folder, a missing folder and a read-only file system, and each must be
+refused before any work in one line naming the option and the path; a device or a FIFO passes, to be written into.
+A command added later is covered here without a new test. Signals: SIGTERM as `timeout` sends it (to the command,
+then to its process group: twice) during each long command ends it with 143 and one line, leaving nothing
+half-written."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import subprocess
+import threading
+import time
+import typing
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import mt.cli as cli
+from mt.errors import MtError
+from mt.file_checks import check_files
+from tests.conftest import DATA, TINY, tiny_overrides
+from tests.test_faults import mounted, mt_process, snapshot
+
+# Parameters whose names say they hold a path, whatever their type (some are plain strings on the command line).
+PATH_NAMES = {"input", "output", "src", "tgt", "ref", "hyp", "report", "rejected", "api_keys", "model",
+              "checkpoint", "checkpoints", "config", "directory", "path", "run_dirs"}
+
+
+def _commands() -> list[tuple[list[str], object]]:
+    """(the words that call it, its function) for every command and subcommand of `mt`."""
+    found = [([info.name or info.callback.__name__], info.callback) for info in cli.app.registered_commands]
+    for group in cli.app.registered_groups:
+        found += [([group.name, info.name or info.callback.__name__], info.callback)
+                  for info in group.typer_instance.registered_commands]
+    return found
+
+
+COMMANDS = _commands()
+IDS = [" ".join(words) for words, _ in COMMANDS]
+
+
+def _parameters(command) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(command, eval_str=True).parameters)
+
+
+def _names_a_path(parameter: inspect.Parameter) -> bool:
+    def has_path(annotation) -> bool:
+        return annotation is Path or any(has_path(arg) for arg in typing.get_args(annotation))
+    return parameter.name in PATH_NAMES or has_path(parameter.annotation)
+
+
+def _is_argument(parameter: inspect.Parameter) -> bool:
+    return any(isinstance(x, cli.typer.models.ArgumentInfo) for x in typing.get_args(parameter.annotation)[1:])
+
+
+def test_the_enumeration_finds_every_command():
+    assert {"translate", "evaluate", "score", "clean", "export", "import", "plot curves", "serve"} <= set(IDS)
+
+
+@pytest.mark.parametrize("words, command", COMMANDS, ids=IDS)
+def test_every_parameter_that_names_a_file_is_declared(words, command):
+    declared = getattr(command, "files", None)
+    assert declared is not None, f"mt {' '.join(words)}: declare its files with @files(...)"
+    parameters = _parameters(command)
+    named = {name for name, p in parameters.items() if _names_a_path(p)}
+    listed = {*declared.reads, *declared.writes, *declared.folders}
+    assert named <= listed, f"undeclared: {named - listed}"
+    assert listed <= set(parameters), f"not parameters: {listed - set(parameters)}"
+
+
+# ---------------------------------------------------------------- calls built from the declarations
+
+
+class Call:
+    """A call of one command with a value for every declared file (inputs exist, outputs are new) and for every
+    required parameter; `run` gives it to the real command line in this process."""
+
+    def __init__(self, words: list[str], command, folder: Path):
+        self.words, self.command, self.declared = words, command, command.files
+        self.parameters = _parameters(command)
+        self.values: dict[str, str] = {}
+        for name in self.declared.reads:
+            path = folder / f"in.{name}"  # each its own extension (mt clean names its outputs by them)
+            path.write_text("x\n")
+            self.values[name] = f"de:en={path}" if name == "model" else str(path)
+        for name in (*self.declared.writes, *self.declared.folders):
+            self.values[name] = str(folder / f"out_{name}")
+        for name, parameter in self.parameters.items():
+            if name not in self.values and parameter.default is inspect.Parameter.empty:
+                self.values[name] = "1"
+
+    def label(self, name: str) -> str:
+        return cli.option_label(self.parameters[name])
+
+    def args(self, **changes) -> list[str]:
+        values, args = {**self.values, **changes}, list(self.words)
+        for name, value in values.items():
+            args += [value] if _is_argument(self.parameters[name]) else [self.label(name), value]
+        return args
+
+    def refused(self, **changes) -> str:
+        """The one-line error of the call with `changes`, raised before the command's own work."""
+        result = CliRunner().invoke(cli.app, self.args(**changes))
+        assert isinstance(result.exception, MtError), (self.args(**changes), result.exception, result.output)
+        message = str(result.exception)
+        assert "\n" not in message
+        return message
+
+    def guard(self, **changes) -> None:
+        """Only the check of the files (for outputs the command would then open: a FIFO blocks without a reader)."""
+        values = {name: self.values.get(name) for name in self.parameters} | changes
+        check_files(*self.declared.paths(self.command, values))
+
+    def read_paths(self, name: str) -> list:
+        """The files an input stands for (`plot curves RUN_DIR`: its metrics.jsonl)."""
+        expand = dict(self.declared.expand).get(name)
+        return expand([self.values[name]], self.values) if expand else [self.values[name]]
+
+    def plain_writes(self) -> list[str]:
+        """The outputs that are one file each (mt clean's -o PREFIX stands for two: tested below)."""
+        expanded = dict(self.declared.expand)
+        return [name for name in self.declared.writes if name not in expanded]
+
+
+WRITERS = [(words, command) for words, command in COMMANDS if command.files.writes or command.files.folders]
+WRITER_IDS = [" ".join(words) for words, _ in WRITERS]
+
+
+@pytest.mark.parametrize("words, command", WRITERS, ids=WRITER_IDS)
+def test_an_output_naming_an_input_of_the_same_call_is_refused(tmp_path, words, command):
+    call = Call(words, command, tmp_path)
+    for output in (*call.plain_writes(), *call.declared.folders):
+        for read in call.declared.reads:
+            path = str(call.read_paths(read)[0])
+            message = call.refused(**{output: path})
+            assert message.startswith(f"{call.label(output)} {path}:") and "input" in message, message
+        for read in call.declared.reads:
+            assert Path(call.values[read].partition("=")[2] or call.values[read]).read_text() == "x\n"
+
+
+@pytest.mark.parametrize("words, command", WRITERS, ids=WRITER_IDS)
+def test_two_outputs_of_one_call_naming_the_same_file_are_refused(tmp_path, words, command):
+    call = Call(words, command, tmp_path)
+    writes = call.plain_writes()
+    for i, first in enumerate(writes):
+        for second in writes[i + 1:]:
+            same = str(tmp_path / "same.txt")
+            message = call.refused(**{first: same, second: same})
+            assert same in message and "also the output" in message, message
+
+
+@pytest.mark.parametrize("words, command", WRITERS, ids=WRITER_IDS)
+def test_an_output_that_is_a_folder_or_in_a_missing_folder_is_refused(tmp_path, words, command):
+    call = Call(words, command, tmp_path)
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    (folder / "mine.txt").write_text("mine\n")
+    for output in call.plain_writes():
+        assert "is a folder" in call.refused(**{output: str(folder)})
+        missing = tmp_path / "no" / "such" / "out.txt"
+        assert f"no such folder {missing.parent}" in call.refused(**{output: str(missing)})
+    assert (folder / "mine.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("words, command", WRITERS, ids=WRITER_IDS)
+def test_an_output_on_a_read_only_file_system_is_refused_naming_it(tmp_path, words, command):
+    call = Call(words, command, tmp_path)
+    with mounted(tmp_path / "ro", "ro") as ro:
+        for output in (*call.declared.writes, *call.declared.folders):
+            target = str(ro / "out")
+            message = call.refused(**{output: target})
+            assert message.startswith(f"{call.label(output)} {target}") and "read-only file system" in message
+
+
+@pytest.mark.parametrize("words, command", WRITERS, ids=WRITER_IDS)
+def test_a_device_or_fifo_passes_as_an_output_file_and_is_refused_as_an_output_folder(tmp_path, words, command):
+    call = Call(words, command, tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for output in call.plain_writes():
+        for special in ("/dev/null", str(fifo)):
+            call.guard(**{output: special})
+    for output in call.declared.folders:
+        with pytest.raises(MtError, match="device or a pipe"):
+            call.guard(**{output: str(fifo)})
+
+
+def test_the_null_device_may_take_two_outputs(tmp_path):
+    call = Call(["clean"], cli.clean, tmp_path)
+    call.guard(report="/dev/null", rejected="/dev/null")
+
+
+def test_clean_outputs_from_its_prefix_are_checked_against_its_inputs_and_other_outputs(tmp_path):
+    call = Call(["clean"], cli.clean, tmp_path)
+    src, tgt = tmp_path / "train.de", tmp_path / "train.en"
+    src.write_text("Hallo\n")
+    tgt.write_text("Hello\n")
+    call.values.update(src=str(src), tgt=str(tgt))
+    assert "is also the input --src" in call.refused(output=str(tmp_path / "train"))
+    assert "is also the output -o " in call.refused(output=str(tmp_path / "clean"),
+                                                      rejected=str(tmp_path / "clean.en"))
+    assert "is also the input --tgt" in call.refused(report=str(tgt))
+    assert src.read_text() == "Hallo\n" and tgt.read_text() == "Hello\n"
+
+
+# ---------------------------------------------------------------- mt clean's outputs: all or none
+
+
+def _noisy_pairs(folder: Path) -> tuple[Path, Path]:
+    """200 pairs of the shipped sample, then each of them again (duplicates) and a pair with an empty side."""
+    src, tgt = [(DATA / f"sample-2k.{side}").read_text(encoding="utf-8").splitlines()[:200] for side in ("de", "en")]
+    paths = folder / "noisy.de", folder / "noisy.en"
+    for path, lines in zip(paths, (src + src + ["Hallo"], tgt + tgt + [""])):
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths
+
+
+def test_clean_writes_into_a_fifo_and_leaves_it_a_fifo(tmp_path):
+    fifo = tmp_path / "rejected.fifo"
+    os.mkfifo(fifo)
+    src, tgt = _noisy_pairs(tmp_path)
+    proc = mt_process("clean", "--src", src, "--tgt", tgt, "-o", tmp_path / "clean", "--rejected", fifo,
+                      "--set", "clean.language_id=false")
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text(encoding="utf-8")), daemon=True)
+    reader.start()
+    _, err = proc.communicate(timeout=300)
+    reader.join(timeout=10)
+    if reader.is_alive():  # nothing opened the FIFO: release the reader, then fail
+        fifo.write_text("")
+    assert read, "mt clean never wrote into the FIFO"
+    rejected = read[0]
+    assert proc.returncode == 0, err
+    assert rejected.count("\n") >= 201 and all(line.count("\t") >= 3 for line in rejected.splitlines())
+    assert fifo.is_fifo() and (tmp_path / "clean.de").exists()
+
+
+def test_clean_with_its_report_on_a_full_disk_writes_none_of_its_outputs(tmp_path):
+    with mounted(tmp_path / "disk", "size=64k") as disk:
+        (disk / "clean.de").write_text("old\n")
+        before = snapshot(disk)
+        proc = mt_process("clean", "--src", DATA / "sample-2k.de", "--tgt", DATA / "sample-2k.en", "-o",
+                          disk / "clean", "--report", disk / "report.json", "--set", "clean.language_id=false")
+        _, err = proc.communicate(timeout=300)
+        lines = err.decode().strip().splitlines()
+        assert proc.returncode == 1 and "Traceback" not in err.decode(), err
+        assert lines[-1].startswith("error: ") and str(disk) in lines[-1] and ".tmp" not in lines[-1]
+        assert snapshot(disk) == before
+
+
+# ---------------------------------------------------------------- SIGTERM as `timeout` sends it
+
+
+def _started_writing(folder: Path) -> bool:
+    return any(p.name.startswith(".") for p in folder.iterdir())
+
+
+def _terminate_like_timeout(proc: subprocess.Popen) -> str:
+    """SIGTERM to the command, and again a moment later (timeout signals the command, then its process group)."""
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.02)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    return err.decode()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_tiny) -> Path:
+    return trained_tiny / "checkpoint_last.pt"
+
+
+def _long_commands(checkpoint: Path, out: Path) -> dict[str, list]:
+    """The long commands, each writing into `out`'s folder, on enough text to be stopped while it works."""
+    src, tgt = DATA / "train.de", DATA / "train.en"
+    return {
+        "translate": ["translate", "-c", checkpoint, "-i", src, "-o", out],
+        "evaluate": ["evaluate", "-c", checkpoint, "--src", src, "--ref", tgt, "-o", out],
+        "score": ["score", "-c", checkpoint, "--src", src, "--tgt", tgt, "-o", out],
+        "clean": ["clean", "--src", src, "--tgt", tgt, "-o", out.with_suffix(""), "--report", out,
+                  "--set", "clean.word_alignment=11"],
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["translate", "evaluate", "score", "clean"])
+def test_sigterm_twice_while_writing_exits_143_with_one_line_and_the_old_output_whole(tmp_path, checkpoint, name):
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+    proc = mt_process(*_long_commands(checkpoint, out)[name], stdin=subprocess.DEVNULL)
+    working = time.monotonic() + 15  # mt evaluate keeps its hypotheses in memory until it has them all
+    while not _started_writing(tmp_path) and proc.poll() is None and time.monotonic() < working:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    err = _terminate_like_timeout(proc)
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "terminated"
+    assert out.read_text() == "old\n"
+    assert not _started_writing(tmp_path), sorted(os.listdir(tmp_path))
+
+
+@pytest.mark.slow
+def test_sigterm_twice_while_preparing_leaves_no_half_written_data(tmp_path):
+    out_dir = tmp_path / "run"
+    proc = mt_process("prepare", TINY, *tiny_overrides(out_dir, **{"data.train_src": DATA / "train.de",
+                                                                     "data.train_tgt": DATA / "train.en"}))
+    deadline = time.monotonic() + 300
+    while not out_dir.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert proc.poll() is None
+    err = _terminate_like_timeout(proc)
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "terminated"
+    data = out_dir / "data"
+    assert not data.exists() or (data / "prepared.json").exists(), sorted(os.listdir(data))

@@ -32,11 +32,13 @@ $(ONNX_DEPS): $(STAMP)
 $(BROWSER): examples/browser/package-lock.json
 	cd examples/browser && npm ci --ignore-scripts --no-audit --no-fund
 
+# Two workers (pytest-xdist) for everything but the tests that measure time or memory, which then run alone.
 test: $(STAMP) $(BROWSER) $(ONNX_DEPS)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 -m "not timing"
+	$(BIN)/python -m pytest -q -m timing
 
 test-fast: $(STAMP) $(BROWSER) $(ONNX_DEPS)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py

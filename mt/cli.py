@@ -397,6 +397,9 @@ def score(
     from mt.file_checks import check_input
     from mt.decoding.loading import load_translator
 
+    if alpha is not None and not normalize:
+        raise MtError("--alpha: the length penalty applies only with --normalize (the plain log-probability has "
+                      "none); add --normalize or leave --alpha out")
     _check_device(device)
     check_input(src, "--src")
     check_input(tgt, "--tgt")

@@ -1,8 +1,13 @@
 """`make demo`: train configs/demo.yaml on the shipped DDTP de-en corpus, score the dev set, translate a few lines.
 
 Run again and it resumes (or, when training is complete, goes straight to evaluation).
+
+A smoke run of the same commands (tests/test_demo.py): DEMO_STEPS=N trains N updates, evaluating and saving
+after the last; DEMO_DEV_LINES=K evaluates on the first K dev lines (copied beside the run's folder); DEMO_OUT=DIR
+writes the run into DIR instead of runs/demo.
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -10,7 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "demo.yaml"
-OUT = ROOT / "runs" / "demo"
+OUT = Path(os.environ.get("DEMO_OUT") or ROOT / "runs" / "demo")
+STEPS = os.environ.get("DEMO_STEPS")
+DEV_LINES = os.environ.get("DEMO_DEV_LINES")
 DEV_SRC, DEV_REF = ROOT / "data/ddtp-de-en/dev.de", ROOT / "data/ddtp-de-en/dev.en"
 EXAMPLES = [
     "Dieses Paket enthält die Dokumentation.",
@@ -23,13 +30,36 @@ def mt(*args, **kwargs):
     return subprocess.run([sys.executable, "-m", "mt", *map(str, args)], cwd=ROOT, check=True, **kwargs)
 
 
+def dev_set() -> tuple[Path, Path]:
+    """The dev set's source and reference: the shipped files, or with DEMO_DEV_LINES their first lines."""
+    if not DEV_LINES:
+        return DEV_SRC, DEV_REF
+    OUT.parent.mkdir(parents=True, exist_ok=True)  # beside the run: mt train wants its folder new or its own
+    cut = []
+    for path in (DEV_SRC, DEV_REF):
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:int(DEV_LINES)]
+        cut.append(OUT.parent / f"{OUT.name}.dev{DEV_LINES}{path.suffix}")
+        cut[-1].write_text("".join(lines), encoding="utf-8")
+    return cut[0], cut[1]
+
+
+def smoke_settings(dev_src: Path, dev_ref: Path) -> list[str]:
+    """`--set` arguments for what the DEMO_ variables change (none without them: `make demo` runs the config)."""
+    values = [f"output_dir={OUT}"] if os.environ.get("DEMO_OUT") else []
+    if DEV_LINES:
+        values += [f"data.dev_src={dev_src}", f"data.dev_tgt={dev_ref}"]
+    if STEPS:
+        values += [f"train.{key}={STEPS}" for key in ("max_steps", "eval_every", "save_every")]
+    return [arg for value in values for arg in ("--set", value)]
+
+
 def main():
     start = time.perf_counter()
-    mt("train", CONFIG)
+    dev_src, dev_ref = dev_set()
+    mt("train", CONFIG, *smoke_settings(dev_src, dev_ref))
     trained = time.perf_counter()
     print("\n== dev set, beam 4 (sacrebleu) ==", flush=True)
-    mt("evaluate", "-c", OUT / "checkpoint_best.pt", "--src", DEV_SRC, "--ref", DEV_REF,
-       "-o", OUT / "dev.hyp.en")
+    mt("evaluate", "-c", OUT / "checkpoint_best.pt", "--src", dev_src, "--ref", dev_ref, "-o", OUT / "dev.hyp.en")
     print("\n== a few translations ==", flush=True)
     result = mt("translate", "-c", OUT / "checkpoint_best.pt", input="\n".join(EXAMPLES) + "\n",
                 capture_output=True, text=True)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from packaging.requirements import Requirement
 
 from mt.config import DecodeConfig, ModelConfig
 from mt.decoding.lines import LineIds
@@ -20,6 +26,35 @@ from mt.symbols import EOS
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
 DATA = ROOT / "data" / "ddtp-de-en"
+EXTRAS = ("dev", "plot", "ct2", "serve", "hf")  # what the Makefile installs; the tests import them, none skips
+INSTALL = f"pip install -e '.[{','.join(EXTRAS)}]'"
+
+
+def missing_extras() -> list[str]:
+    """`name (extra)` for each package an extra the tests need declares (pyproject.toml, as mt's installed
+    metadata records it) that is not installed."""
+    try:
+        declared = [Requirement(line) for line in importlib.metadata.requires("mt") or []]
+    except importlib.metadata.PackageNotFoundError:
+        return ["mt itself"]
+    missing = []
+    for requirement in declared:
+        extra = next((e for e in EXTRAS if requirement.marker and requirement.marker.evaluate({"extra": e})), None)
+        if extra is None:
+            continue
+        try:
+            importlib.metadata.distribution(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(f"{requirement.name} ({extra})")
+    return missing
+
+
+def pytest_configure(config):
+    """The whole session fails, with one line, where a declared extra is missing: a test is never skipped for
+    it (the skips left are about the machine: CUDA, glibc, the kernel's huge-page mode)."""
+    if missing := missing_extras():
+        raise pytest.UsageError(f"not installed: {', '.join(dict.fromkeys(missing))}; the tests need every "
+                                f"declared extra: {INSTALL} (as `make setup` does)")
 
 
 def run_mt(*args, check=True, input=None, env=None, timeout=600, cwd=None) -> subprocess.CompletedProcess:
@@ -33,14 +68,37 @@ def run_mt(*args, check=True, input=None, env=None, timeout=600, cwd=None) -> su
     return proc
 
 
+@functools.cache
+def small_dev(lines: int = 100) -> Path:
+    """A folder with the first `lines` pairs of the shipped dev set (dev.de, dev.en), made once per process: the dev
+    evaluation at the end of a test's short training costs a fraction of the full set's."""
+    folder = Path(tempfile.mkdtemp(prefix="mt-tests-dev-"))
+    atexit.register(shutil.rmtree, folder, True)
+    for side in ("de", "en"):
+        text = (DATA / f"dev.{side}").read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
+        (folder / f"dev.{side}").write_text("".join(text), encoding="utf-8")
+    return folder
+
+
+TIMING_FILES = {"test_server.py", "test_server_hostile.py", "test_speed_paths.py"}  # measure time or memory
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that measure time or memory are marked `timing`: `make test` runs them alone after the others, which
+    run on two workers (pytest-xdist)."""
+    for item in items:
+        if item.path.name in TIMING_FILES:
+            item.add_marker(pytest.mark.timing)
+
+
 def tiny_overrides(out_dir: Path, **values) -> list[str]:
     """`--set` arguments for configs/tiny.yaml writing into `out_dir`, with absolute data paths."""
     settings = {
         "output_dir": str(out_dir),
         "data.train_src": str(DATA / "sample-2k.de"),
         "data.train_tgt": str(DATA / "sample-2k.en"),
-        "data.dev_src": str(DATA / "dev.de"),
-        "data.dev_tgt": str(DATA / "dev.en"),
+        "data.dev_src": str(small_dev() / "dev.de"),  # the full 883 lines only where a test reads the scores
+        "data.dev_tgt": str(small_dev() / "dev.en"),
         **values,
     }
     args = []

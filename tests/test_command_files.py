@@ -319,3 +319,57 @@ def test_sigterm_twice_while_preparing_leaves_no_half_written_data(tmp_path):
     assert err.strip().splitlines()[-1] == "terminated"
     data = out_dir / "data"
     assert not data.exists() or (data / "prepared.json").exists(), sorted(os.listdir(data))
+
+
+def _stopped_by_two_sigterms(proc: subprocess.Popen, ready, limit_s: float = 300) -> str:
+    deadline = time.monotonic() + limit_s
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    err = _terminate_like_timeout(proc)
+    assert "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.slow
+def test_sigterm_twice_while_training_exits_143_after_saving_a_checkpoint_that_loads(tmp_path):
+    from mt.checkpoint import load_checkpoint
+
+    out = tmp_path / "run"
+    proc = mt_process("train", TINY, *tiny_overrides(out, **{"train.max_steps": 100000, "train.save_every": 100000,
+                                                               "data.dev_src": "null", "data.dev_tgt": "null"}))
+    err = _stopped_by_two_sigterms(proc, lambda: (out / "metrics.jsonl").exists())
+    assert proc.returncode == 143, err
+    assert load_checkpoint(out / "checkpoint_last.pt")["step"] > 0
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.slow
+def test_sigterm_twice_while_distilling_exits_143_with_one_line(tmp_path, checkpoint):
+    import yaml
+
+    config = {"output_dir": str(tmp_path / "student"),
+              "data": {"train_src": str(DATA / "train.de"), "train_tgt": str(DATA / "train.en"), "max_len": 64},
+              "tokenizer": {"vocab_size": 400}, "model": {"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 1},
+              "train": {"max_steps": 5}, "distill": {"teachers": [str(checkpoint)], "beam_size": 2}}
+    (tmp_path / "student.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    proc = mt_process("distill", tmp_path / "student.yaml")
+    distilled = tmp_path / "student" / "distilled"
+    err = _stopped_by_two_sigterms(proc, lambda: distilled.exists() and any(distilled.glob("*.partial")))
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated", err
+
+
+@pytest.mark.slow
+def test_sigterm_twice_while_exporting_leaves_the_export_whole_or_absent(tmp_path, checkpoint):
+    out = tmp_path / "exported"
+    proc = mt_process("export", "-c", checkpoint, "-o", out)
+    while not _started_writing(tmp_path) and proc.poll() is None:
+        time.sleep(0.01)
+    err = _terminate_like_timeout(proc) if proc.poll() is None else proc.communicate()[1].decode()
+    assert "Traceback" not in err, err
+    if proc.returncode == 0:  # it finished first: then it is whole
+        assert (out / "model.bin").exists() and (out / "mt.yaml").exists()
+    else:
+        assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated", err
+        assert not out.exists()
+    assert not _started_writing(tmp_path), sorted(os.listdir(tmp_path))

@@ -1,10 +1,13 @@
 """train.ema_decay: the moving average of the weights, its checkpoint key, exact resume, and which weights the
 commands use."""
 
+from pathlib import Path
+
+import pytest
 import torch
 
 from mt.decoding.model_backend import load_model_translator
-from mt.checkpoint import load_checkpoint
+from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.data.corpus import encode_corpus
 from mt.data.parallel_text import read_parallel
 from mt.training.ema import WeightAverage, effective_decay
@@ -32,49 +35,81 @@ def _ema_run(out, **values):
     return tiny_overrides(out, **settings)
 
 
-def test_the_average_is_saved_resumed_exactly_and_scored_at_evaluation(tmp_path):
-    run_mt("train", TINY, *_ema_run(tmp_path / "whole"))
+@pytest.fixture(scope="module")
+def ema_run(tmp_path_factory) -> Path:
+    """A tiny run of 12 updates with train.ema_decay 0.9, saved at 6 and 12."""
+    out = tmp_path_factory.mktemp("ema-run")
+    run_mt("train", TINY, *_ema_run(out))
+    return out
+
+
+def _only_weights(ckpt: dict, weights: dict, path: Path) -> Path:
+    """`ckpt` with `weights` as its model and no moving average: a checkpoint of those tensors alone."""
+    save_checkpoint(path, {**{k: v for k, v in ckpt.items() if k != "ema_model"}, "model": weights})
+    return path
+
+
+def test_the_average_is_saved_resumed_exactly_and_scored_at_evaluation(ema_run, tmp_path):
     split = _ema_run(tmp_path / "split")
     run_mt("train", TINY, *split, "--set", "train.max_steps=6")
     run_mt("train", TINY, *split)
-    whole, resumed = (load_checkpoint(tmp_path / name / "checkpoint_last.pt") for name in ("whole", "split"))
-    assert [r["loss"] for r in read_metrics(tmp_path / "whole")] == [r["loss"] for r in read_metrics(tmp_path / "split")]
+    whole, resumed = (load_checkpoint(folder / "checkpoint_last.pt") for folder in (ema_run, tmp_path / "split"))
+    assert [r["loss"] for r in read_metrics(ema_run)] == [r["loss"] for r in read_metrics(tmp_path / "split")]
     for name, value in whole["ema_model"].items():
         assert torch.equal(value, resumed["ema_model"][name]), name
     moved = [name for name, value in whole["ema_model"].items() if not torch.equal(value, whole["model"][name])]
     assert len(moved) > 10, "the average differs from the last update's weights"
 
     # The dev evaluation scored the averaged weights, not the trained ones.
-    tr = load_model_translator(tmp_path / "whole" / "checkpoint_last.pt", "cpu")
-    raw = load_model_translator(tmp_path / "whole" / "checkpoint_last.pt", "cpu", raw_weights=True)
+    tr = load_model_translator(ema_run / "checkpoint_last.pt", "cpu")
+    raw = load_model_translator(ema_run / "checkpoint_last.pt", "cpu", raw_weights=True)
     dev, _ = encode_corpus(*read_parallel(DATA / "dev.de", DATA / "dev.en"), tr.src_tokenizer, tr.tgt_tokenizer, None)
-    logged = read_metrics(tmp_path / "whole", "dev")[-1]["loss"]
+    logged = read_metrics(ema_run, "dev")[-1]["loss"]
     averaged_loss, trained_loss = (round(dev_loss(t.backend.model, dev, 2048, "cpu")[0], 4) for t in (tr, raw))
     assert logged == averaged_loss != trained_loss
 
 
-def test_translate_average_and_fine_tuning_use_the_average_unless_asked_for_raw_weights(tmp_path):
-    run_mt("train", TINY, *_ema_run(tmp_path / "run"))
-    path = tmp_path / "run" / "checkpoint_last.pt"
+def test_translate_average_and_fine_tuning_use_the_average_unless_asked_for_raw_weights(ema_run, tmp_path):
+    path = ema_run / "checkpoint_last.pt"
     ckpt = load_checkpoint(path)
     chosen = load_model_translator(path, "cpu").backend.model.state_dict()
     raw = load_model_translator(path, "cpu", raw_weights=True).backend.model.state_dict()
     assert all(torch.equal(chosen[k], ckpt["ema_model"][k]) and torch.equal(raw[k], ckpt["model"][k]) for k in chosen)
 
-    run_mt("average", tmp_path / "run" / "checkpoint_6.pt", path, "-o", tmp_path / "avg.pt")
-    run_mt("average", tmp_path / "run" / "checkpoint_6.pt", path, "-o", tmp_path / "avg-raw.pt", "--raw-weights")
-    first = load_checkpoint(tmp_path / "run" / "checkpoint_6.pt")
+    run_mt("average", ema_run / "checkpoint_6.pt", path, "-o", tmp_path / "avg.pt")
+    run_mt("average", ema_run / "checkpoint_6.pt", path, "-o", tmp_path / "avg-raw.pt", "--raw-weights")
+    first = load_checkpoint(ema_run / "checkpoint_6.pt")
     averaged, averaged_raw = load_checkpoint(tmp_path / "avg.pt"), load_checkpoint(tmp_path / "avg-raw.pt")
     assert "ema_model" not in averaged
     for k in ckpt["model"]:
         assert torch.allclose(averaged["model"][k], (first["ema_model"][k] + ckpt["ema_model"][k]) / 2, atol=1e-6)
         assert torch.allclose(averaged_raw["model"][k], (first["model"][k] + ckpt["model"][k]) / 2, atol=1e-6)
 
-    ema_text = run_mt("translate", "-c", path, "--beam-size", "1", input="Ein kleines Programm.\n").stdout
-    raw_text = run_mt("translate", "-c", path, "--beam-size", "1", "--raw-weights",
-                      input="Ein kleines Programm.\n").stdout
-    assert ema_text.count("\n") == raw_text.count("\n") == 1
+    # What `mt translate` prints is the chosen tensors' output: the same as a checkpoint holding only them.
+    lines = "Ein kleines Programm.\nDieses Paket enthält die Dokumentation.\n"
+    translate = ["translate", "-c", path, "--beam-size", "1", "--scores"]
+    ema_text, raw_text = (run_mt(*translate, *flag, input=lines).stdout for flag in ((), ("--raw-weights",)))
+    assert ema_text != raw_text and len(raw_text.splitlines()) == 2
+    for text, weights in ((ema_text, ckpt["ema_model"]), (raw_text, ckpt["model"])):
+        alone = _only_weights(ckpt, weights, tmp_path / "alone.pt")
+        assert run_mt("translate", "-c", alone, "--beam-size", "1", "--scores", input=lines).stdout == text
 
     tuned = run_mt("train", TINY, *tiny_overrides(tmp_path / "tuned", **{
         "train.init_from": path, "train.max_steps": 1, "train.eval_every": 100}))
     assert "fine-tuning: weights (its moving average) of" in tuned.stderr
+
+
+@pytest.mark.parametrize("format, weights", [("ctranslate2", "model.bin"), ("huggingface", "model.safetensors")])
+def test_export_writes_the_average_unless_asked_for_raw_weights(ema_run, tmp_path, format, weights):
+    """`mt export` writes the moving average, `--raw-weights` the last update's weights: each export's weights
+    file is, byte for byte, the export of a checkpoint holding only those tensors."""
+    path = ema_run / "checkpoint_last.pt"
+    ckpt = load_checkpoint(path)
+    alone = {"average": _only_weights(ckpt, ckpt["ema_model"], tmp_path / "average.pt"),
+             "raw": _only_weights(ckpt, ckpt["model"], tmp_path / "raw.pt")}
+    run_mt("export", "-c", path, "--format", format, "-o", tmp_path / "default")
+    run_mt("export", "-c", path, "--format", format, "-o", tmp_path / "raw-weights", "--raw-weights")
+    for name, checkpoint in alone.items():
+        run_mt("export", "-c", checkpoint, "--format", format, "-o", tmp_path / name)
+    written = {name: (tmp_path / name / weights).read_bytes() for name in ("default", "raw-weights", *alone)}
+    assert written["default"] == written["average"] != written["raw"] == written["raw-weights"]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+import transformers
 
 from mt.decoding.model_backend import load_model_translator
 from mt.checkpoint import ModelPart, checkpoint_dict, save_checkpoint
@@ -16,8 +17,6 @@ from mt.model.transformer import build_model
 from mt.symbols import BOS, EOS, PAD
 from mt.data.tokenizer import train_tokenizer
 from tests.conftest import DATA, one_error_line, requests_of, run_mt
-
-transformers = pytest.importorskip("transformers")
 
 SOURCES = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:24]
 REFERENCES = (DATA / "dev.en").read_text(encoding="utf-8").splitlines()[:24]
@@ -259,7 +258,6 @@ def test_an_existing_folder_needs_force(paper_checkpoint, tmp_path):
 def test_force_replaces_an_earlier_export_of_either_format_and_nothing_else(paper_checkpoint, tmp_path):
     """A CTranslate2 export replaced by a Hugging Face one and back (each refused the other's model.bin or
     README.md as a file mt export did not write); a file of the user's among an export's is still kept."""
-    pytest.importorskip("ctranslate2")
     out = tmp_path / "model"
     run_mt("export", "-c", paper_checkpoint, "--format", "ctranslate2", "-o", out)
     run_mt("export", "-c", paper_checkpoint, "--format", "huggingface", "-o", out, "--force")

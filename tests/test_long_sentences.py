@@ -40,7 +40,6 @@ def test_pieces_of_a_checkpoints_sentence_never_exceed_its_data_max_len(checkpoi
 
 
 def test_pieces_of_an_exported_models_sentence_never_exceed_the_max_len_its_mt_yaml_records(checkpoint, tmp_path):
-    pytest.importorskip("ctranslate2")
     run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
     marker = tmp_path / "ct2" / "mt.yaml"
     saved = yaml.safe_load(marker.read_text())

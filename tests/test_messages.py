@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from mt.config import load_config
 from tests.conftest import ROOT, TINY, run_mt
 from tests.test_faults import fails_cleanly
 
@@ -73,12 +74,17 @@ def test_a_corrupt_checkpoint_last_names_the_newest_intact_step_checkpoint(tmp_p
 
 
 def test_yaml_merge_keys_and_a_dotless_exponent_are_read_as_meant(tmp_path):
+    """A merged mapping gives its keys where the mapping has none of its own (its own win, as YAML's merge key
+    says), and `1e-3`, which YAML 1.1 reads as a string, is the number."""
     config = tmp_path / "c.yaml"
     config.write_text("model: &m\n  d_model: 64\n  n_heads: 4\ndecode:\n  beam_size: 2\n"
-                      "train:\n  lr_scale: 1e-3\n  <<: {warmup_steps: 10}\n")
+                      "train:\n  lr_scale: 1e-3\n  <<: {warmup_steps: 10, lr_scale: 5.0, seed: 7}\n")
     proc = run_mt("info", config, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "d_model: 64" in proc.stdout
+    assert "d_model: 64  d_ff: 2048  heads: 4 (d_k = 16)" in proc.stdout.splitlines()
+    cfg = load_config(config)
+    assert (cfg.train.warmup_steps, cfg.train.seed, cfg.train.lr_scale) == (10, 7, 1e-3)
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.decode.beam_size) == (64, 4, 2)
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])

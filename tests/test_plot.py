@@ -3,7 +3,6 @@ the images the command writes, its one-line errors; and train.tensorboard."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
 import sys
@@ -28,11 +27,6 @@ from mt.symbols import BOS, PAD
 from mt.data.tokenizer import train_tokenizer
 from mt.decoding.loading import load_translator
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
-
-needs_plot_extra = pytest.mark.skipif(
-    not all(importlib.util.find_spec(name) for name in ("matplotlib", "tensorboard")),
-    reason="needs the plot extra: pip install -e '.[plot]' (make setup installs it)")
-
 
 def png_size(path: Path) -> tuple[int, int]:
     """(width, height) from a PNG's IHDR chunk."""
@@ -166,7 +160,6 @@ def resumed_run(tmp_path_factory) -> Path:
     return out
 
 
-@needs_plot_extra
 def test_curves_read_every_row_of_a_resumed_run_once(resumed_run):
     curves = metric_curves(resumed_run)
     train, dev = read_metrics(resumed_run, "train"), read_metrics(resumed_run, "dev")
@@ -176,7 +169,6 @@ def test_curves_read_every_row_of_a_resumed_run_once(resumed_run):
     assert curves["dev"]["step"].tolist() == [10, 20] and curves["dev"]["bleu"].tolist() == [r["bleu"] for r in dev]
 
 
-@needs_plot_extra
 def test_tensorboard_holds_the_metrics_scalars(resumed_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -190,7 +182,6 @@ def test_tensorboard_holds_the_metrics_scalars(resumed_run):
 
 # ---- the command: images of the stated size, one-line errors ----
 
-@needs_plot_extra
 def test_plot_commands_write_images_of_the_stated_size_without_a_display(tmp_path, random_checkpoint):
     no_display = {"DISPLAY": "", "WAYLAND_DISPLAY": "", "MPLBACKEND": ""}
     for args, size in [(["positions", "--positions", "50", "--dims", "64"], (1000, 600)),
@@ -201,7 +192,6 @@ def test_plot_commands_write_images_of_the_stated_size_without_a_display(tmp_pat
         assert proc.stderr.strip() == f"wrote {image}"
 
 
-@needs_plot_extra
 def test_each_picture_has_the_stated_size(tmp_path, resumed_run, random_checkpoint):
     sentence = (random_checkpoint, "Ein Texteditor.")
     cases = [(plot_mask, (8, 0), {}, (600, 600)),
@@ -224,7 +214,6 @@ def _fails_with(args, message: str, **kwargs):
     assert proc.stderr.strip().splitlines() == [f"error: {message}"], proc.stderr
 
 
-@needs_plot_extra
 def test_plot_errors_are_one_line_from_the_command(tmp_path, random_checkpoint):
     out = ["-o", tmp_path / "x.png"]
     _fails_with(["attention", "-c", tmp_path / "none.pt", "--text", "a", *out], f"{tmp_path / 'none.pt'}: no such file")
@@ -241,7 +230,6 @@ def _raises(message: str, draw, *args, **kwargs):
     assert str(error.value) == message
 
 
-@needs_plot_extra
 def test_plot_errors(tmp_path, random_checkpoint):
     to_file = {"output": tmp_path / "x.png", "show": False, "dpi": 100}
     attention = (random_checkpoint, "Ein Texteditor.")
@@ -268,7 +256,6 @@ def test_plot_errors(tmp_path, random_checkpoint):
     assert not list(tmp_path.glob("x.*"))
 
 
-@needs_plot_extra
 def test_show_without_a_display_is_an_error(tmp_path):
     _fails_with(["positions", "--show"], "--show needs a display; write a file with -o FILE instead",
                 env={"DISPLAY": "", "WAYLAND_DISPLAY": "", "MPLBACKEND": ""})

@@ -97,3 +97,9 @@ def test_files_of_different_lengths_are_one_line_and_nothing_is_written(model, p
     assert one_error_line(proc) == (f"error: --tgt {tmp_path / 'short'}: 2 lines, but --src {src} has "
                                     f"{len(SOURCES)}; the files must be line-aligned")
     assert proc.returncode == 1 and not (tmp_path / "out").exists()
+
+
+def test_alpha_without_normalize_is_refused_rather_than_ignored(model, pairs):
+    src, tgt = pairs
+    proc = run_mt("score", "-c", model, "--src", src, "--tgt", tgt, "--alpha", "1.0", check=False)
+    assert one_error_line(proc).startswith("error: --alpha: the length penalty applies only with --normalize")

@@ -122,6 +122,7 @@ def test_int8_quantization_covers_every_linear_layer_but_the_sliced_one(model):
     assert "output" in dynamic, "the tied pre-softmax projection is quantized through its own copy"
     assert still_float and all(name.endswith("cross_attn.in_proj") for name in still_float)
     assert len(dynamic) == 2 * 4 + 2 * 5 + 1  # per encoder layer: in_proj, out_proj, w1, w2; per decoder layer 5
+    assert {quantized.get_submodule(name).weight().dtype for name in dynamic} == {torch.qint8}
     assert model.output is None, "the float model is left as it was"
 
 
@@ -134,9 +135,14 @@ def test_int8_decoding_stays_close_to_float(model, sources):
         exact = model(src, padding_mask(src), tgt, CAUSAL).log_softmax(-1)
         approx = quantized(src, padding_mask(src), tgt, CAUSAL).log_softmax(-1)
     error = (exact - approx).abs()
-    assert error.mean() < 0.05 and error.max() < 0.3  # log-prob error; a wrong weight gives errors of order 1
-    results = _translate(quantized, sources)
-    assert len(results) == len(sources) and all(len(h[0].tokens) <= len(s) + 10 for h, s in zip(results, sources))
+    # Measured (torch 2.13, x86): log-prob error mean 0.020, largest 0.11. Int8 rounding moves every
+    # log-probability (a float model copied as is gives 0.0); a wrong weight gives errors of order 1.
+    assert 0.005 < error.mean() < 0.05 and error.max() < 0.3
+    floats, int8s = _translate(model, sources), _translate(quantized, sources)
+    same = [(f[0].score, q[0].score) for f, q in zip(floats, int8s) if f[0].tokens == q[0].tokens]
+    differences = [abs(f - q) for f, q in same]
+    # Measured: 20 of the 24 outputs the same tokens, their scores 0.0063 to 0.091 apart.
+    assert len(same) >= 18 and min(differences) > 1e-4 and max(differences) < 0.2
 
 
 @pytest.mark.parametrize("case", ["greedy", "prefix", "sampling", "ensemble"])

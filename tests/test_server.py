@@ -78,14 +78,14 @@ def translate_offline(checkpoint: Path, lines: list[str], *options: str) -> list
     return proc.stdout.splitlines()
 
 
-def dev_lines() -> list[str]:
-    """The dev set's non-empty lines."""
-    return [line for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+def dev_lines(side: Path = DEV) -> list[str]:
+    """The dev set's non-empty lines (German, or `side`)."""
+    return [line for line in side.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def single_sentence_lines(count: int) -> list[str]:
+def single_sentence_lines(count: int, side: Path = DEV) -> list[str]:
     """Dev lines the server keeps whole (no sentence end inside)."""
-    return [line for line in dev_lines() if not re.search(r"[.!?…]\s", line)][:count]
+    return [line for line in dev_lines(side) if not re.search(r"[.!?…]\s", line)][:count]
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +181,49 @@ def test_libretranslate_endpoints_answer_as_libretranslate_does(server, checkpoi
     alternatives = server.post("/translate", json={"q": lines[0], "source": "de", "target": "en",
                                                    "alternatives": 2}).json()
     assert alternatives["translatedText"] == expected[0] and len(alternatives["alternatives"]) == 2
+
+
+@pytest.fixture(scope="module")
+def two_pairs(checkpoint, trained_tiny):
+    """`-m de:en=A -m en:de=B`: the tiny run's last checkpoint and its step-30 one, whose outputs differ, so an
+    answer shows which model wrote it."""
+    running = RunningServer(checkpoint, "-m", f"en:de={trained_tiny / 'checkpoint_30.pt'}")
+    yield running
+    assert running.stop() == 0
+
+
+def test_a_server_of_two_pairs_lists_both_and_each_translates_with_its_model(two_pairs, checkpoint, trained_tiny):
+    assert two_pairs.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]},
+                                                 {"code": "en", "name": "English", "targets": ["de"]}]
+    line = single_sentence_lines(2)[1]
+    expected = {"en": translate_offline(checkpoint, [line])[0],
+                "de": translate_offline(trained_tiny / "checkpoint_30.pt", [line])[0]}
+    assert expected["en"] != expected["de"]
+    for source, target in (("de", "en"), ("en", "de")):
+        answer = two_pairs.post("/translate", json={"q": line, "source": source, "target": target})
+        assert answer.json() == {"translatedText": expected[target]}
+    unserved = two_pairs.post("/translate", json={"q": line, "source": "de", "target": "de"})
+    assert unserved.status_code == 400 and "this server translates de-en, en-de" in unserved.json()["error"]
+
+
+def test_source_auto_detects_each_served_language_and_routes_to_its_pair(two_pairs, checkpoint, trained_tiny):
+    """German text goes to de-en, English to en-de, each detected from the text: English asked for in English is
+    en-en, which is not served (a detector that followed the target would pick de)."""
+    german, english = single_sentence_lines(2)[1], single_sentence_lines(2, DATA / "dev.en")[1]
+    cases = [(german, "de", "en", checkpoint), (english, "en", "de", trained_tiny / "checkpoint_30.pt")]
+    for text, language, target, model in cases:
+        expected = translate_offline(model, [text])[0]
+        response = two_pairs.post("/translate", json={"q": text, "source": "auto", "target": target})
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["translatedText"] == expected and answer["detectedLanguage"]["language"] == language
+        assert 90 < answer["detectedLanguage"]["confidence"] <= 100  # measured: 99.9 (de), 93.7 (en)
+        listed = two_pairs.post("/translate", data={"q": [text, text], "source": "auto", "target": target}).json()
+        assert listed["translatedText"] == [expected] * 2 and len(listed["detectedLanguage"]) == 2
+        detected = two_pairs.post("/detect", data={"q": text}).json()
+        assert [d["language"] for d in detected] == [language, "en" if language == "de" else "de"]
+    unserved = two_pairs.post("/translate", json={"q": english, "source": "auto", "target": "en"})
+    assert unserved.status_code == 400 and "en-en is not available" in unserved.json()["error"]
 
 
 def test_several_sentences_come_back_joined_with_their_whitespace(server, checkpoint):

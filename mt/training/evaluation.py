@@ -52,8 +52,10 @@ class StopRequested:
         return self
 
     def _handle(self, signum, frame):
-        if self.signal_name is not None:  # a second Ctrl-C: stop right away
-            raise KeyboardInterrupt
+        if self.signal_name is not None:
+            if signum == signal.SIGINT:  # a second Ctrl-C: stop right away
+                raise KeyboardInterrupt
+            return  # SIGTERM again (`timeout` signals the command, then its process group): the first is enough
         self.signal_name, self.signal_number = signal.Signals(signum).name, signum
         if self._interruptible:
             raise EvaluationInterrupted

@@ -86,6 +86,8 @@ def _check_output_folder(path: PathArg, option: str, reads: list[tuple[str, Path
                           "another folder")
     if is_special(Path(path)):
         raise MtError(f"{option} {path}: is a device or a pipe, not a folder")
+    while not target.parent.exists():  # the folders above it are made too: check the first that exists
+        target = target.parent
     check_writable_place(target, option, path)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import functools
 import importlib.metadata
 import json
 import os
@@ -68,11 +67,14 @@ def run_mt(*args, check=True, input=None, env=None, timeout=600, cwd=None) -> su
     return proc
 
 
-@functools.cache
 def small_dev(lines: int = 100) -> Path:
-    """A folder with the first `lines` pairs of the shipped dev set (dev.de, dev.en), made once per process: the dev
-    evaluation at the end of a test's short training costs a fraction of the full set's."""
-    folder = Path(tempfile.mkdtemp(prefix="mt-tests-dev-"))
+    """A folder with the first `lines` pairs of the shipped dev set (dev.de, dev.en), one per process (named by
+    it, as pytest may import this module twice): the dev evaluation at the end of a test's short training costs a
+    fraction of the full set's."""
+    folder = Path(tempfile.gettempdir()) / f"mt-tests-dev{lines}-{os.getpid()}"
+    if (folder / "dev.en").exists():
+        return folder
+    folder.mkdir(exist_ok=True)
     atexit.register(shutil.rmtree, folder, True)
     for side in ("de", "en"):
         text = (DATA / f"dev.{side}").read_text(encoding="utf-8").splitlines(keepends=True)[:lines]

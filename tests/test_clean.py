@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DATA, TINY, run_mt, tiny_overrides
+from conftest import DATA, TINY, run_mt, small_dev, tiny_overrides
 from mt.data import clean_filters as f
 from mt.data.clean import Cleaner, SeenHashes
 from mt.data.clean_filters import Pair
@@ -281,7 +281,7 @@ def test_data_clean_makes_prepare_clean_the_training_corpus_not_the_dev_set(tmp_
     assert len(reports) == 1 and reports[0]["pairs"] == 2300 and reports[0]["removed"]["duplicate"] >= 300
     corpus = json.loads((out / "data" / "corpus.json").read_text())
     assert corpus["stats"]["train_pairs"] == reports[0]["kept"]
-    assert corpus["stats"]["dev_pairs"] == len((DATA / "dev.de").read_text().splitlines())
+    assert corpus["stats"]["dev_pairs"] == len((small_dev() / "dev.de").read_text().splitlines())
     assert not (out / "data" / "cleaned").exists()
     changed = run_mt("prepare", TINY, *tiny_overrides(out, **{"data.train_src": src, "data.train_tgt": tgt,
                                                               "data.clean": "true", "clean.max_words": 40}),

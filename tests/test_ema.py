@@ -12,7 +12,7 @@ from mt.data.corpus import encode_corpus
 from mt.data.parallel_text import read_parallel
 from mt.training.ema import WeightAverage, effective_decay
 from mt.training.evaluation import dev_loss
-from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
+from tests.conftest import DATA, TINY, read_metrics, run_mt, small_dev, tiny_overrides
 
 
 def test_the_average_moves_by_the_effective_decay():
@@ -63,7 +63,8 @@ def test_the_average_is_saved_resumed_exactly_and_scored_at_evaluation(ema_run, 
     # The dev evaluation scored the averaged weights, not the trained ones.
     tr = load_model_translator(ema_run / "checkpoint_last.pt", "cpu")
     raw = load_model_translator(ema_run / "checkpoint_last.pt", "cpu", raw_weights=True)
-    dev, _ = encode_corpus(*read_parallel(DATA / "dev.de", DATA / "dev.en"), tr.src_tokenizer, tr.tgt_tokenizer, None)
+    dev, _ = encode_corpus(*read_parallel(small_dev() / "dev.de", small_dev() / "dev.en"), tr.src_tokenizer,
+                           tr.tgt_tokenizer, None)  # the dev set tiny_overrides trains with
     logged = read_metrics(ema_run, "dev")[-1]["loss"]
     averaged_loss, trained_loss = (round(dev_loss(t.backend.model, dev, 2048, "cpu")[0], 4) for t in (tr, raw))
     assert logged == averaged_loss != trained_loss

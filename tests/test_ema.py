@@ -112,5 +112,24 @@ def test_export_writes_the_average_unless_asked_for_raw_weights(ema_run, tmp_pat
     run_mt("export", "-c", path, "--format", format, "-o", tmp_path / "raw-weights", "--raw-weights")
     for name, checkpoint in alone.items():
         run_mt("export", "-c", checkpoint, "--format", format, "-o", tmp_path / name)
-    written = {name: (tmp_path / name / weights).read_bytes() for name in ("default", "raw-weights", *alone)}
-    assert written["default"] == written["average"] != written["raw"] == written["raw-weights"]
+    names = ("default", "raw-weights", *alone)
+    if format == "ctranslate2":
+        written = {name: (tmp_path / name / weights).read_bytes() for name in names}
+
+        def differing(a: str, b: str) -> int:  # bytes that differ; a float32 value's last bit may (see below)
+            assert len(written[a]) == len(written[b])
+            return sum(x != y for x, y in zip(written[a], written[b]))
+
+        assert differing("default", "average") <= 8 and differing("raw", "raw-weights") <= 8
+        assert differing("default", "raw") > 1000
+        return
+    # The Hugging Face export's tensors: one of two runs differed in the last bit of one value (the export
+    # recomputes a float32 tensor), so they are compared within float32 rounding.
+    from safetensors.torch import load_file
+
+    tensors = {name: load_file(tmp_path / name / weights) for name in names}
+
+    def same(a: str, b: str) -> bool:
+        return all(torch.allclose(tensors[a][key], tensors[b][key], rtol=0, atol=1e-6) for key in tensors[a])
+
+    assert same("default", "average") and same("raw", "raw-weights") and not same("default", "raw")

@@ -17,7 +17,7 @@ import torch
 
 from mt.config import model_settings
 from mt.errors import CheckpointError
-from mt.files import atomic_save
+from mt.files import atomic_write
 
 FORMAT = "mt-checkpoint-1"
 
@@ -192,3 +192,35 @@ def init_source(path: str | Path, model_cfg: dict, joint: bool) -> dict:
         raise CheckpointError(f"train.init_from {path}: this config's {', '.join(differ)} differ from the "
                               "checkpoint's; fine-tuning keeps its model")
     return ckpt
+
+
+def atomic_save(path: Path, obj) -> None:
+    """torch.save, atomically. A failed write raises the operating system's OSError (disk full, file too large,
+    ...), which torch's zip writer would only report as "unexpected pos"."""
+    def save(f):
+        sink = _RecordingWriter(f)
+        try:
+            torch.save(obj, sink)
+        except RuntimeError:
+            if sink.error is not None:
+                raise sink.error from None
+            raise
+
+    atomic_write(path, save)
+
+
+class _RecordingWriter:
+    """A file's `write` that keeps the first OSError it raised."""
+
+    def __init__(self, file):
+        self.file, self.error = file, None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()

@@ -9,8 +9,6 @@ import stat
 import tempfile
 from pathlib import Path
 
-import torch
-
 
 def atomic_write(path: Path, write) -> None:
     """Write through `write(file)` to a temporary file beside `path`, then rename it over `path`.
@@ -83,38 +81,6 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def atomic_save(path: Path, obj) -> None:
-    """torch.save, atomically. A failed write raises the operating system's OSError (disk full, file too large,
-    ...), which torch's zip writer would only report as "unexpected pos"."""
-    def save(f):
-        sink = _RecordingWriter(f)
-        try:
-            torch.save(obj, sink)
-        except RuntimeError:
-            if sink.error is not None:
-                raise sink.error from None
-            raise
-
-    atomic_write(path, save)
-
-
-class _RecordingWriter:
-    """A file's `write` that keeps the first OSError it raised."""
-
-    def __init__(self, file):
-        self.file, self.error = file, None
-
-    def write(self, data) -> int:
-        try:
-            return self.file.write(data)
-        except OSError as e:
-            self.error = self.error or e
-            raise
-
-    def flush(self) -> None:
-        self.file.flush()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

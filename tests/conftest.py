@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -21,6 +22,7 @@ from mt.decoding.lines import LineIds
 from mt.decoding.protocol import SentenceRequest, max_output_lengths
 from mt.model.transformer import Transformer, build_model
 from mt.symbols import EOS
+from tests.mt_process import run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -57,28 +59,70 @@ def pytest_configure(config):
 
 
 def run_mt(*args, check=True, input=None, env=None, timeout=600, cwd=None) -> subprocess.CompletedProcess:
-    """Run `python -m mt ARGS` and return the finished process (text mode)."""
+    """Run `python -m mt ARGS` and return the finished process (text mode): a real process, forked from one that
+    has imported torch (tests/mt_process.py)."""
     full_env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
     full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
-    proc = subprocess.run([sys.executable, "-m", "mt", *map(str, args)], capture_output=True, text=True,
-                          input=input, env=full_env, timeout=timeout, cwd=cwd or ROOT)
+    proc = run_command([str(a) for a in args], input, full_env, timeout, Path(cwd or ROOT))
     if check and proc.returncode != 0:
         raise AssertionError(f"mt {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
 
 
 def small_dev(lines: int = 100) -> Path:
-    """A folder with the first `lines` pairs of the shipped dev set (dev.de, dev.en), one per process (named by
-    it, as pytest may import this module twice): the dev evaluation at the end of a test's short training costs a
-    fraction of the full set's."""
-    folder = Path(tempfile.gettempdir()) / f"mt-tests-dev{lines}-{os.getpid()}"
+    """A folder with the first `lines` pairs of the shipped dev set (dev.de, dev.en): the dev evaluation at the end
+    of a test's short training costs a fraction of the full set's. One folder for the run, named by the process
+    that removes it at exit: pytest's own (it may import this module twice), or under pytest-xdist the
+    controller, so that a model one worker trained keeps its dev set while another reads it."""
+    folder = Path(tempfile.gettempdir()) / f"mt-tests-dev{lines}-{_run_owner()}"
     if (folder / "dev.en").exists():
         return folder
     folder.mkdir(exist_ok=True)
-    atexit.register(shutil.rmtree, folder, True)
-    for side in ("de", "en"):
+    for side in ("de", "en"):  # dev.en last, each in place at once: a folder with dev.en is complete
         text = (DATA / f"dev.{side}").read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
-        (folder / f"dev.{side}").write_text("".join(text), encoding="utf-8")
+        part = folder / f".dev.{side}.{os.getpid()}"
+        part.write_text("".join(text), encoding="utf-8")
+        os.replace(part, folder / f"dev.{side}")
+    return folder
+
+
+def _run_owner() -> int:
+    return os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+
+
+if not os.environ.get("PYTEST_XDIST_WORKER"):
+    atexit.register(lambda: [shutil.rmtree(p, True) for p in Path(tempfile.gettempdir()).glob(
+        f"mt-tests-dev*-{os.getpid()}")])
+
+
+def share_cores_between_workers() -> None:
+    """Under pytest-xdist each worker, and each `mt` process it starts (the variable is inherited), takes its share
+    of the cores: torch's default of every core per process would put two or more threads on each core, and
+    those wait for each other at every parallel operation."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
+share_cores_between_workers()
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder `name`, made by `build(folder)` once for the whole run: under pytest-xdist the first worker to
+    ask builds it (holding a lock) and the others read it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
     return folder
 
 
@@ -87,10 +131,12 @@ TIMING_FILES = {"test_server.py", "test_server_hostile.py", "test_speed_paths.py
 
 def pytest_collection_modifyitems(config, items):
     """Tests that measure time or memory are marked `timing`: `make test` runs them alone after the others, which
-    run on two workers (pytest-xdist)."""
+    run on two workers (pytest-xdist). The `slow` tests come first, so that the workers share out the rest around
+    them instead of one of them finishing alone."""
     for item in items:
         if item.path.name in TIMING_FILES:
             item.add_marker(pytest.mark.timing)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order is otherwise kept
 
 
 def tiny_overrides(out_dir: Path, **values) -> list[str]:
@@ -171,9 +217,8 @@ def read_metrics(out_dir: Path, split: str = "train") -> list[dict]:
 @pytest.fixture(scope="session")
 def trained_tiny(tmp_path_factory) -> Path:
     """One tiny model trained through the CLI, shared by tests that only read it."""
-    out = tmp_path_factory.mktemp("tiny-run")
-    run_mt("train", TINY, *tiny_overrides(out, **{"train.max_steps": 60}))
-    return out
+    return built_once(tmp_path_factory, "tiny-run",
+                      lambda out: run_mt("train", TINY, *tiny_overrides(out, **{"train.max_steps": 60})))
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:

@@ -249,6 +249,12 @@ def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_u
     assert _import_mt(probe, "--debug", "bench", "train") == ["True", "None"]
 
 
+def test_the_mt_command_loads_torch_only_after_its_tuning():
+    """`python -m mt` imports mt.cli before main() calls tune_process: nothing mt.cli imports may load torch (a
+    command's own imports do, after the tuning), or the variables above come too late."""
+    assert _import_mt("import sys, mt.cli; print('torch' in sys.modules)") == ["False"]
+
+
 MALLINFO2 = """class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks "
                                                "keepcost").split()]

@@ -277,8 +277,7 @@ def translate(
 
     _check_device(device)
     check_input(input)
-    if quantize not in (None, "int8"):
-        raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
+    _check_quantize(quantize)
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     tr = load_translator(checkpoint, device, quantize, raw_weights)
@@ -455,7 +454,9 @@ def serve(
                                          "0: torch's default (the cores).")] = 0,
     parallel_batches: Annotated[Optional[int], typer.Option(min=1, help="Exported models on a CPU: batches "
                                 "CTranslate2 decodes at once, each on threads / N threads (default 2, at most "
-                                "the threads).")] = None,
+                                "the threads); a lone request decodes on every thread.")] = None,
+    quantize: Annotated[Optional[str], typer.Option(help="int8: int8 weights (checkpoints: CPU only; exports: "
+                                                    "CTranslate2's int8, what LibreTranslate decodes with).")] = None,
     max_body_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a request body; more: 413 "
                                                           "(default: 12 per --max-chars character + 64 KiB).")] = None,
     read_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds a request may take to arrive "
@@ -481,14 +482,20 @@ def serve(
         raise MtError(f"mt serve needs {missing}: pip install 'mt[serve]'") from None
 
     _check_device(device)
+    _check_quantize(quantize)
     _check_port(host, port)
     specs = [ModelSpec.parse(text) for text in model]
     given = {"max_body_bytes": max_body_bytes, "read_timeout": read_timeout, "keep_alive_timeout": keep_alive_timeout,
              "shutdown_grace": shutdown_grace, "cors_origins": cors_origins, "metrics_token": metrics_auth_token}
     http = HttpSettings(**{name: value for name, value in given.items() if value is not None})
     settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
-                             batching, log_text, threads, parallel_batches, http)
+                             batching, log_text, threads, parallel_batches, http, quantize)
     run(load_server(specs, settings, _warn), settings)
+
+
+def _check_quantize(quantize: str | None) -> None:
+    if quantize not in (None, "int8"):
+        raise MtError(f"--quantize: only int8 is supported, got '{quantize}'")
 
 
 def _check_port(host: str, port: int) -> None:
@@ -550,7 +557,7 @@ def export(
     or Hugging Face's Marian (MarianMTModel, MarianTokenizer; docs/exporting.md)."""
     if format not in EXPORT_FORMATS:
         raise MtError(f"--format: one of {', '.join(EXPORT_FORMATS)}, got '{format}'")
-    paths = [Path(part) for path in checkpoint for part in str(path).split(",") if part]
+    paths = _comma_separated(checkpoint, {})
     if len(paths) != 1:
         raise MtError(f"-c: an export is of one checkpoint, got {len(paths)}; average an ensemble's checkpoints "
                       "into one first (mt average)")

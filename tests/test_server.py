@@ -168,6 +168,24 @@ def test_threads_sets_how_many_threads_the_decoding_runs_on(exported):
     assert counts[2] > counts[1]
 
 
+@pytest.mark.parametrize("served", ["checkpoint", "exported"])
+def test_quantize_int8_serves_what_mt_translate_quantize_int8_gives_and_says_so(served, request):
+    """--quantize int8 as `mt translate --quantize int8` (CTranslate2's int8 for an export, what LibreTranslate
+    decodes with); the start-up line names how each model decodes."""
+    model, line = request.getfixturevalue(served), single_sentence_lines(1)[0]
+    expected = translate_offline(model, [line], "--quantize", "int8")
+    running = RunningServer(model, "--quantize", "int8", "--threads", "2")
+    try:
+        started = next(entry for entry in running.log if entry.startswith("mt serve: de-en"))
+        assert ("(CTranslate2 int8" if served == "exported" else "(mt, int8 weights on cpu)") in started, started
+        if served == "exported":
+            assert "2 calls at once, a lone call on every thread" in started
+        answer = running.post("/translate", json={"q": line, "source": "de", "target": "en"}).json()
+        assert answer == {"translatedText": expected[0]}
+    finally:
+        assert running.stop() == 0
+
+
 def test_libretranslate_endpoints_answer_as_libretranslate_does(server, checkpoint):
     assert server.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]}]
     assert server.get("/health").json() == {"status": "ok"}

@@ -62,16 +62,20 @@ def pair_log_probs(tr: Translator, sources: list[list[int]], targets: list[list[
 
 
 def _forced_log_probs(model, sources: list[list[int]], targets: list[list[int]]) -> list[float]:
-    """Teacher forcing: one pass of the decoder over BOS + y, the log-probability of y + EOS at each position."""
+    """Teacher forcing: one pass of the decoder over BOS + y, the log-probability of y + EOS at each position.
+    Only real positions are projected to the vocabulary, as training projects them (`at`): padding's share of
+    a batch's positions costs nothing there."""
     device = next(model.parameters()).device
     src, src_mask = source_batch(sources, device)
     tgt_in = pad_sequences([torch.tensor([BOS, *t]) for t in targets]).to(device)  # (B, T)
     tgt_out = pad_sequences([torch.tensor([*t, EOS]) for t in targets]).to(device)  # (B, T), PAD after EOS
-    logits = model.decode(model.encode(src, src_mask), src_mask, tgt_in).float()  # (B, T, V)
+    real = (tgt_out != PAD).flatten().nonzero()[:, 0]  # (N,) indices into the B*T positions
+    logits = model.decode(model.encode(src, src_mask), src_mask, tgt_in, at=real).float()  # (N, V)
     if model.cfg.decoder_start == "pad":  # as the searches do: a Marian model never outputs PAD
-        logits[..., PAD] = float("-inf")
-    picked = logits.log_softmax(-1).gather(-1, tgt_out[..., None])[..., 0]  # (B, T)
-    return picked.masked_fill(tgt_out == PAD, 0.0).sum(1).tolist()
+        logits[:, PAD] = float("-inf")
+    picked = logits.log_softmax(-1).gather(-1, tgt_out.flatten()[real, None])[:, 0]  # (N,)
+    sums = torch.zeros(len(targets), dtype=picked.dtype, device=device)
+    return sums.index_add_(0, real // tgt_out.size(1), picked).tolist()
 
 
 def _ct2_log_probs(backend, sources: list[list[int]], targets: list[list[int]]) -> list[float]:

@@ -39,10 +39,10 @@ class Ensemble(nn.Module):
         """-> the models' memories side by side, (B, S, sum of their d_model)."""
         return torch.cat([m.encode(src, src_mask) for m in self.models], dim=-1)
 
-    def decode(self, memory, src_mask, tgt_in, tgt_mask=CAUSAL) -> torch.Tensor:
+    def decode(self, memory, src_mask, tgt_in, tgt_mask=CAUSAL, at: torch.Tensor | None = None) -> torch.Tensor:
         """-> (B, T, V) log of the mean of the models' next-token probabilities (log-probs: a log_softmax of them
-        changes nothing)."""
-        return _mean_of_probabilities([m.decode(part, src_mask, tgt_in, tgt_mask)
+        changes nothing); with `at`, (N, V) at those positions only (Transformer.decode)."""
+        return _mean_of_probabilities([m.decode(part, src_mask, tgt_in, tgt_mask, at)
                                        for m, part in zip(self.models, self._memories(memory))])
 
     def decode_step(self, memory, src_mask, tgt_new, cache: DecoderCache) -> torch.Tensor:

@@ -16,6 +16,7 @@ from mt.errors import HttpError, MtError
 from mt.serving.limits import HttpSettings
 from mt.decoding.lines import LineBatch, LineText, encode_lines
 from mt.decoding.loading import load_translator
+from mt.decoding.model_backend import ModelBackend
 from mt.serving.metrics import Metrics
 
 
@@ -91,12 +92,27 @@ class ServeSettings:
     parallel_batches: int | None = None  # exported models on a CPU: batches CTranslate2 decodes at once (None:
     # DEFAULT_PARALLEL_BATCHES)
     http: HttpSettings = field(default_factory=HttpSettings)  # body limit, timeouts, CORS, the /metrics token
+    quantize: str | None = None  # "int8": int8 weights (mt's for checkpoints, CTranslate2's for exports)
 
 
 # Two CTranslate2 calls at once, each on half the threads: on 2 cores the demo model's export served 32
 # one-sentence clients at 1.6x the sentences/s of one call, 128 at 1.4x, and one client as fast
 # (docs/serving.md); where there is one thread, one call (mt/decoding/ct2_backend.py).
 DEFAULT_PARALLEL_BATCHES = 2
+
+
+def decoding(translator: Translator) -> str:
+    """How a served model decodes, for its start-up line: `CTranslate2 int8_float32, 2 calls at once on 1 thread
+    each, a lone call on 2` or `mt, float32 weights on cpu`."""
+    backend = translator.backend
+    if isinstance(backend, ModelBackend):
+        parameter = next(backend.model.parameters())
+        quantized = any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in backend.model.modules())
+        return f"mt, {'int8' if quantized else str(parameter.dtype).split('.')[-1]} weights on {parameter.device.type}"
+    ct2 = backend.translator
+    calls = (f", {backend.parallel} calls at once, a lone call on every thread" if backend.alone is not None
+             else "")
+    return f"CTranslate2 {ct2.compute_type} on {ct2.device}{calls}"
 
 
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
@@ -111,7 +127,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
             decoder.call(functools.partial(torch.set_num_threads, settings.threads))
         for spec in specs:
             translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
-                                                        ct2_parallel=settings.parallel_batches or
+                                                        settings.quantize, ct2_parallel=settings.parallel_batches or
                                                         DEFAULT_PARALLEL_BATCHES))
             worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching,
                                         metrics)
@@ -122,7 +138,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
             warm = LineBatch(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
                              translator.backend.max_positions)
             worker.submit(warm.todo).done.result()
-            log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)}")
+            log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)} ({decoding(translator)})")
     except BaseException:
         decoder.stop()
         raise

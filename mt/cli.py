@@ -389,6 +389,8 @@ def score(
     alpha: Annotated[Optional[float], typer.Option(help="Length penalty exponent for --normalize (default: the "
                                                    "model's decode.alpha).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Tokens per teacher-forced batch (the wider "
+                                                        "side of each pair, padding counted; default 2048).")] = None,
     raw_weights: RawWeights = False,
 ):
     """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
@@ -404,7 +406,7 @@ def score(
     check_input(tgt, "--tgt")
     tr = load_translator(checkpoint, device, None, raw_weights)
     run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
-              warn=_warn)
+              warn=_warn, **({'batch_tokens': batch_tokens} if batch_tokens else {}))
 
 
 @app.command()

@@ -9,7 +9,8 @@ as the ceiling.
 `mt-export`, `mt-export-no-batching` and `offline-export` are the same rows with the checkpoint exported to
 CTranslate2 (`mt export`, the directory LibreTranslate's package is made of) and served or translated by mt;
 `mt-export-parallel` serves the export with `--parallel-batches` as many as the cores (CTranslate2 decodes that
-many calls at once, each on one thread).
+many calls at once, each on one thread, and a lone call on every thread); `mt-export-int8` the same with
+`--quantize int8` (CTranslate2's int8, as LibreTranslate decodes) and `mt-int8` the checkpoint with int8 weights.
 
 Each client of a cell sends its next request (LibreTranslate's `POST /translate`) as soon as the previous one is
 answered, until `--seconds` have passed; requests in flight then are waited for. Requests are one dev line
@@ -220,9 +221,9 @@ class Proc:
 
 
 def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, work: Path,
-             name: str = "mt", parallel_batches: int = 1) -> tuple[Proc, str]:
+             name: str = "mt", parallel_batches: int = 1, quantize: str | None = None) -> tuple[Proc, str]:
     argv = MT + ["serve", "-m", f"{pair[0]}:{pair[1]}={model}", "--port", "0", "--device", device,
-                 "--parallel-batches", str(parallel_batches)]
+                 "--parallel-batches", str(parallel_batches)] + (["--quantize", quantize] if quantize else [])
     if not batching:
         argv.append("--no-batching")
     proc = Proc(argv, None, work / f"{name}.log")
@@ -517,9 +518,9 @@ def main() -> None:
                                           args.lt_ct2_mkl)
                 else:
                     served = str(exported(model, work)) if server.startswith("mt-export") else model
-                    parallel = (os.cpu_count() or 1) if server == "mt-export-parallel" else 1
+                    parallel = (os.cpu_count() or 1) if server in ("mt-export-parallel", "mt-export-int8") else 1
                     proc, url = start_mt(served, pair, not server.endswith("no-batching"), args.device, work,
-                                         server, parallel)
+                                         server, parallel, "int8" if server.endswith("-int8") else None)
             except Exception as e:
                 notes.append(f"{server} round {rnd}: did not start: {e}")
                 print(notes[-1], file=sys.stderr)

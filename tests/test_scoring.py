@@ -62,6 +62,7 @@ def test_scores_equal_a_forced_decode_in_plain_torch(model, pairs):
     tr = load_model_translator(model, "cpu")
     expected = [_forced_decode(tr, s, t) for s, t in zip(SOURCES[:-1], TARGETS[:-1])]
     assert max(abs(a - b) for a, b in zip(scores, expected)) < 1e-3
+    assert _scores("-c", model, "--src", src, "--tgt", tgt, "--batch-tokens", "8") == pytest.approx(scores, abs=2e-4)
     normalized = _scores("-c", model, "--src", src, "--tgt", tgt, "--normalize", "--alpha", "1.0")
     lengths = [len(ids) + 1 for ids in tr.tgt_tokenizer.encode(TARGETS[:-1])]
     assert max(abs(n - e / length_penalty(k, 1.0)) for n, e, k in zip(normalized, expected, lengths)) < 1e-3

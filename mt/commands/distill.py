@@ -144,7 +144,7 @@ def check_direction(teachers, cfg: Config) -> None:
 
 def _per_token(tr, sources: list[str], targets: list[str]) -> float:
     d = tr.cfg.decode
-    total = sum(score_pairs(tr, sources, targets, alpha=d.alpha, normalize=False, batch_tokens=d.batch_tokens))
+    total = sum(score_pairs(tr, sources, targets, alpha=d.alpha, normalize=False))
     return total / sum(len(t) + 1 for t in tr.tgt_tokenizer.encode(targets))
 
 

@@ -17,7 +17,7 @@ from mt.data.parallel_text import parallel_chunks, read_parallel
 from mt.errors import DataError
 from mt.data.prepare import Reservoir, load_prepared, prepare_data
 from mt.data.tokenizer import train_tokenizer
-from tests.conftest import DATA, TINY, tiny_overrides
+from tests.conftest import DATA, TINY, one_error_line, run_mt, tiny_overrides
 
 
 def _cfg(tmp_path, **values):
@@ -182,3 +182,16 @@ def test_a_cache_from_an_older_mt_is_rebuilt(tmp_path):
     messages = []
     data = prepare_data(cfg, log=messages.append)
     assert "written by an older mt" in messages[0] and not (folder / "corpus.pt").exists() and len(data.train) == 1600
+
+
+@pytest.mark.parametrize("name", ["prepared.json", "corpus.json"])
+@pytest.mark.parametrize("damage", [b'{"data": {"train', b"\xff\xfe", b"[1, 2]"], ids=["cut", "not-utf8", "a-list"])
+def test_a_damaged_record_of_the_prepared_data_is_one_line_naming_it(tmp_path, name, damage):
+    args = ["prepare", TINY, *tiny_overrides(tmp_path)]
+    run_mt(*args)
+    path = tmp_path / "data" / name
+    path.write_bytes(damage)
+    line = one_error_line(run_mt(*args, check=False))
+    assert line.startswith(f"error: {path}: damaged (") and line.endswith("run the same command with --restart to "
+                                                                         "prepare the data again"), line
+    assert path.read_bytes() == damage  # nothing rewritten: the user decides

@@ -80,7 +80,7 @@ def _fingerprint(path: Path) -> list[int]:
 def _check_stamp(cfg: Config, folder: Path) -> None:
     """Fail in one line if the cache in `folder` was made with other data settings or from files changed since
     (a stamp written before files were recorded has no SOURCES: its files are not checked)."""
-    old, new = json.loads((folder / STAMP).read_text()), _stamp(cfg)
+    old, new = _read_record(folder / STAMP), _stamp(cfg)
     old_sources, new_sources = old.pop(SOURCES, None), new.pop(SOURCES)
     if old != new:
         changed = [f"{sec}.{k}" for sec in new for k in {*old.get(sec, {}), *new[sec]}
@@ -139,7 +139,21 @@ def _written_by_mt(folder: Path) -> bool:
 
 def _format(folder: Path) -> str | None:
     meta = folder / "corpus.json"
-    return json.loads(meta.read_text()).get("format") if meta.exists() else None
+    return _read_record(meta).get("format") if meta.exists() else None
+
+
+def _read_record(path: Path) -> dict:
+    """A JSON object prepare wrote (its stamp, corpus.json); a damaged one is a one-line error saying what to do."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataError(f"{path}: damaged ({reason}); run the same command with --restart to prepare the data "
+                        "again") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: damaged (not a JSON object); run the same command with --restart to prepare the "
+                        "data again")
+    return record
 
 
 def load_prepared(cfg: Config) -> PreparedData:

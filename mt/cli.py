@@ -456,7 +456,7 @@ def serve(
                                          "0: torch's default (the cores).")] = 0,
     parallel_batches: Annotated[Optional[int], typer.Option(min=1, help="Exported models on a CPU: batches "
                                 "CTranslate2 decodes at once, each on threads / N threads (default 2, at most "
-                                "the threads); a lone request decodes on every thread.")] = None,
+                                "the threads).")] = None,
     quantize: Annotated[Optional[str], typer.Option(help="int8: int8 weights (checkpoints: CPU only; exports: "
                                                     "CTranslate2's int8, what LibreTranslate decodes with).")] = None,
     max_body_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a request body; more: 413 "

@@ -9,7 +9,7 @@ as the ceiling.
 `mt-export`, `mt-export-no-batching` and `offline-export` are the same rows with the checkpoint exported to
 CTranslate2 (`mt export`, the directory LibreTranslate's package is made of) and served or translated by mt;
 `mt-export-parallel` serves the export with `--parallel-batches` as many as the cores (CTranslate2 decodes that
-many calls at once, each on one thread, and a lone call on every thread); `mt-export-int8` the same with
+many calls at once, each on one thread); `mt-export-int8` the same with
 `--quantize int8` (CTranslate2's int8, as LibreTranslate decodes) and `mt-int8` the checkpoint with int8 weights.
 
 Each client of a cell sends its next request (LibreTranslate's `POST /translate`) as soon as the previous one is

@@ -11,9 +11,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import DecodeConfig, config_from_dict, config_to_dict
-from mt.decoding.ct2_backend import load_ct2_translator
-from mt.decoding.lines import LineBatch, LineText, encode_lines, translate_lines
-from mt.decoding.protocol import Work
+from mt.decoding.lines import translate_lines
 from mt.errors import MtError
 from mt.model.transformer import build_model
 from mt.data.tokenizer import Tokenizer
@@ -189,42 +187,3 @@ def test_ctranslate2_loads_with_onednn_unless_the_user_chose(user_value, loaded_
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [loaded_with, "True"]
 
-
-def test_a_lone_call_decodes_on_every_thread_and_concurrent_calls_share_them(exported):
-    """An export served with two calls at once (`mt serve --parallel-batches 2`): a call that starts with none
-    running and takes all that waits goes to the translator on every thread; while it runs, the next share goes
-    to the two-call translator; what each decodes is what `mt translate -c EXPORT` gives."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        translator = load_ct2_translator(exported, "cpu", parallel=2)
-    finally:
-        torch.set_num_threads(threads)
-    backend = translator.backend
-    assert backend.parallel == 2 and backend.alone.parallel == 1
-    assert backend.translator.num_translators == 2 and backend.alone.translator.num_translators == 1
-    engine, used = backend.engine(), []
-    for recorded in (backend, backend.alone):
-        recorded.search = lambda requests, searched=recorded, search=recorded.search: (
-            used.append(searched), search(requests))[1]
-
-    def work(line: str) -> Work:
-        batch = LineBatch(encode_lines(translator, [LineText(line, 0)]), translator.cfg.decode, 1,
-                          backend.max_positions)
-        return Work(batch.todo)
-
-    lone, first, second = work(LINES[0]), work(LINES[1]), work(LINES[2])
-    assert engine.share([5]) == 1
-    engine.add([lone])
-    engine.callers.shutdown(wait=True)  # the call ended
-    assert used == [backend.alone]
-    engine = backend.engine()
-    assert engine.share([5, 5]) == 1  # two waiting: half each, two calls at once
-    engine.add([first])
-    assert engine.share([5]) == 1
-    engine.add([second])
-    engine.callers.shutdown(wait=True)
-    assert used == [backend.alone, backend, backend]
-    offline = translate_lines(load_translator(exported, "cpu"), LINES[:3], translator.cfg.decode)
-    found = [translator.tgt_tokenizer.decode(w.hypotheses[0][0].tokens) for w in (lone, first, second)]
-    assert found == [o[0].text for o in offline]

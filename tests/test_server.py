@@ -179,7 +179,7 @@ def test_quantize_int8_serves_what_mt_translate_quantize_int8_gives_and_says_so(
         started = next(entry for entry in running.log if entry.startswith("mt serve: de-en"))
         assert ("(CTranslate2 int8" if served == "exported" else "(mt, int8 weights on cpu)") in started, started
         if served == "exported":
-            assert "2 calls at once, a lone call on every thread" in started
+            assert "2 calls at once" in started
         answer = running.post("/translate", json={"q": line, "source": "de", "target": "en"}).json()
         assert answer == {"translatedText": expected[0]}
     finally:

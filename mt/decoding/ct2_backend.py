@@ -60,14 +60,9 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
         src_tok = Tokenizer((directory / "source.spm").read_bytes())
         tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
         translator = _ct2_translator(ct2, directory, device, quantize or "default", parallel)
-        alone = None
-        if translator.num_translators > 1:  # a lone call decodes on every thread (CallingEngine)
-            alone = Ct2Backend(_ct2_translator(ct2, directory, "cpu", quantize or "default"), src_tok,
-                               tgt_tok, cfg.model.max_positions)
     except (OSError, RuntimeError, ValueError) as e:  # unreadable, a broken sentencepiece or CTranslate2 model
         raise MtError(f"{directory}: not a usable exported model ({_first_line(e)}); export it again") from None
-    return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions, alone), src_tok, tgt_tok,
-                      cfg)
+    return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
 
 
 EXPORTED_FILES = (MARKER, "model.bin", "source.spm", "target.spm")
@@ -109,11 +104,9 @@ def _ct2_translator(ct2, directory: Path, device: str, compute_type: str, parall
 class Ct2Backend:
     """CTranslate2's search, scored like mt's (GNMT length penalty), over sentencepiece pieces."""
 
-    def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int,
-                 alone: Ct2Backend | None = None):
+    def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int):
         self.translator, self.max_positions = translator, max_positions
         self.parallel = translator.num_translators  # calls that decode at once (from as many threads)
-        self.alone = alone  # with parallel calls: the same model in one translator on every thread, for a lone call
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
     def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
@@ -231,16 +224,13 @@ class CallingEngine:
     """CTranslate2 decoding what arrives while others decode: it has no step-level batch to join, so the works
     taken together decode in one call, from a caller thread of its own. CTranslate2 decodes `parallel` calls at
     once (its inter_threads, `Ct2Backend.parallel`), so sentences arriving while one call decodes start on a free
-    thread instead of waiting; each call takes a 1/parallel share of the waiting work. A call that starts with
-    none running and takes all that waits (one client's request) decodes on every thread instead (the backend's
-    `alone` translator): decided per call, as the work comes."""
+    thread instead of waiting; each call takes a 1/parallel share of the waiting work."""
 
     stepping = False  # calls run on their threads: nothing to step
 
     def __init__(self, backend: Ct2Backend, hooks: DecodeHooks | None = None):
         self.backend, self.hooks, self.parallel = backend, hooks or DecodeHooks(), backend.parallel
         self.calls = 0  # calls decoding now
-        self.taking_all = False  # the last `share` took every waiting work with no call running
         self.count_lock = threading.Lock()  # `calls` goes up on the decode thread and down on the callers
         self.callers = ThreadPoolExecutor(self.parallel, thread_name_prefix="mt-ct2")
 
@@ -253,24 +243,20 @@ class CallingEngine:
         tokens (at least one), the rest left for the other calls. A call decodes on threads/parallel threads:
         one that took every waiting 20-sentence request ran on one thread while the other had none (2 cores, 32
         such clients: 133 sentences/s; taking shares, 161)."""
-        self.taking_all = False
         if self.calls >= self.parallel:
             return 0
         share, taken = sum(waiting) / self.parallel, 0
         for count, tokens in enumerate(waiting, 1):
             taken += tokens
             if taken >= share:
-                self.taking_all = count == len(waiting) and self.calls == 0
                 return count
         return len(waiting)
 
     def add(self, works: list[Work]) -> None:
-        """A call of `works` (what `share` gave): on every thread where it took all that waited and none runs."""
         if works:
             with self.count_lock:
-                alone = self.taking_all and self.calls == 0 and self.backend.alone is not None
                 self.calls += 1
-            self.callers.submit(self._call, works, self.backend.alone if alone else self.backend)
+            self.callers.submit(self._call, works)
 
     def cancel(self, work: Work) -> None:
         pass  # a call skips the works cancelled before it starts; one decoding finishes unseen
@@ -284,11 +270,11 @@ class CallingEngine:
     def close(self) -> None:
         self.callers.shutdown()
 
-    def _call(self, works: list[Work], backend: Ct2Backend) -> None:
+    def _call(self, works: list[Work]) -> None:
         """On a caller thread: one search of every sentence of the works taken together."""
         live = [work for work in works if work.requests and not work.cancelled]
         try:
-            found = backend.search([r for work in live for r in work.requests]) if live else []
+            found = self.backend.search([r for work in live for r in work.requests]) if live else []
             self.hooks.step(len(found))
             at = 0
             for work in live:

@@ -102,16 +102,15 @@ DEFAULT_PARALLEL_BATCHES = 2
 
 
 def decoding(translator: Translator) -> str:
-    """How a served model decodes, for its start-up line: `CTranslate2 int8_float32, 2 calls at once on 1 thread
-    each, a lone call on 2` or `mt, float32 weights on cpu`."""
+    """How a served model decodes, for its start-up line: `CTranslate2 int8_float32 on cpu, 2 calls at once` or
+    `mt, float32 weights on cpu`."""
     backend = translator.backend
     if isinstance(backend, ModelBackend):
         parameter = next(backend.model.parameters())
         quantized = any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in backend.model.modules())
         return f"mt, {'int8' if quantized else str(parameter.dtype).split('.')[-1]} weights on {parameter.device.type}"
     ct2 = backend.translator
-    calls = (f", {backend.parallel} calls at once, a lone call on every thread" if backend.alone is not None
-             else "")
+    calls = f", {backend.parallel} calls at once" if backend.parallel > 1 else ""
     return f"CTranslate2 {ct2.compute_type} on {ct2.device}{calls}"
 
 

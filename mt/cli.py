@@ -406,7 +406,7 @@ def score(
     check_input(tgt, "--tgt")
     tr = load_translator(checkpoint, device, None, raw_weights)
     run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
-              warn=_warn, **({'batch_tokens': batch_tokens} if batch_tokens else {}))
+              warn=_warn, batch_tokens=batch_tokens)
 
 
 @app.command()

@@ -1,13 +1,17 @@
-"""Writing files so that they are complete or absent: a temporary file beside the target, then a rename."""
+"""Writing files so that they are complete or absent (a temporary file beside the target, then a rename), and
+reading back the JSON records mt writes, a damaged one as a one-line error."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import stat
 import tempfile
 from pathlib import Path
+
+from mt.errors import MtError
 
 
 def atomic_write(path: Path, write) -> None:
@@ -177,3 +181,17 @@ class _NamedWriter:
                 os.fsync(self.file.fileno())
         except OSError as e:
             raise OSError(e.errno, e.strerror, str(self.path)) from None
+
+
+def read_record(path: Path, remedy: str, keys: tuple[str, ...] = ()) -> dict:
+    """A JSON object mt wrote (mt distill's state files, mt prepare's stamp) holding `keys`, or a one-line error
+    naming the file, what is wrong with it and `remedy`."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise MtError(f"{path}: damaged (not JSON: {e.msg} at line {e.lineno} column {e.colno}); {remedy}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise MtError(f"{path}: damaged ({getattr(e, 'strerror', None) or 'not UTF-8'}); {remedy}") from None
+    if not isinstance(record, dict) or any(key not in record for key in keys):
+        raise MtError(f"{path}: damaged (not the record mt writes there); {remedy}")
+    return record

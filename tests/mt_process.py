@@ -23,11 +23,12 @@ import threading
 import traceback
 from pathlib import Path
 
-PRELOADED = ["torch", "mt.cli", "mt.config", "mt.checkpoint", "mt.decoding.loading", "mt.commands.translate",
-             "mt.decoding.scoring", "mt.training.loop"]  # imported once, in the forkserver
+PRELOADED = ["torch", "mt.cli", "mt.decoding.loading", "mt.commands.translate", "mt.decoding.scoring",
+             "mt.training.loop"]  # imported once, in the forkserver (with what they import)
 READ_AT_IMPORT = ("PYTHON", "OMP_", "MKL_", "GOMP_", "THP_", "ONEDNN_", "LRU_CACHE", "TORCH", "KMP_")
 
-_forkserver = None
+FORKSERVER = multiprocessing.get_context("forkserver")  # started, with PRELOADED, at the first command
+FORKSERVER.set_forkserver_preload(PRELOADED)
 
 
 def run_command(argv: list[str], input: str | None, env: dict[str, str], timeout: float,
@@ -43,7 +44,7 @@ def run_command(argv: list[str], input: str | None, env: dict[str, str], timeout
         streams[0].write_text(input or "", encoding="utf-8")
         for path in streams[1:]:
             path.touch()
-        process = _context().Process(target=_command, args=(argv, env, str(cwd), [str(p) for p in streams]))
+        process = FORKSERVER.Process(target=_command, args=(argv, env, str(cwd), [str(p) for p in streams]))
         process.start()
         process.join(timeout)
         if process.exitcode is None:
@@ -52,14 +53,6 @@ def run_command(argv: list[str], input: str | None, env: dict[str, str], timeout
             raise subprocess.TimeoutExpired(command, timeout)
         out, err = (_text(path.read_bytes()) for path in streams[1:])
     return subprocess.CompletedProcess(command, process.exitcode, out, err)
-
-
-def _context():
-    global _forkserver
-    if _forkserver is None:
-        _forkserver = multiprocessing.get_context("forkserver")
-        _forkserver.set_forkserver_preload(PRELOADED)
-    return _forkserver
 
 
 def _text(data: bytes) -> str:

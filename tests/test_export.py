@@ -186,4 +186,3 @@ def test_ctranslate2_loads_with_onednn_unless_the_user_chose(user_value, loaded_
             "print(os.environ['CT2_USE_MKL'], 'ctranslate2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [loaded_with, "True"]
-

@@ -25,12 +25,12 @@ import torch
 from mt.checkpoint import load_checkpoint, step_checkpoints
 from mt.config import Config, CorpusConfig
 from mt.decoding.lines import translate_lines
-from mt.commands.distill_corpus import (MADE_BY, claim, filter_pairs, made_by, read_record, recorded_state,
+from mt.commands.distill_corpus import (MADE_BY, claim, filter_pairs, made_by, recorded_state,
                                         score_translations, translate_corpus)
 from mt.data.prepare import STAMP
 from mt.errors import MtError
 from mt.interop.ctranslate2 import export_ctranslate2
-from mt.files import atomic_write_text
+from mt.files import atomic_write_text, read_record
 from mt.folder_lock import folder_lock
 from mt.training.corpus_scores import score_corpus
 from mt.decoding.scoring import score_pairs

@@ -26,7 +26,7 @@ from mt.config import Config
 from mt.decoding.lines import translate_lines
 from mt.decoding.protocol import Translator
 from mt.errors import MtError
-from mt.files import atomic_write, atomic_write_text
+from mt.files import atomic_write, atomic_write_text, read_record
 from mt.runtime import is_terminal
 from mt.decoding.scoring import count_lines, score_pairs
 
@@ -57,19 +57,6 @@ def made_by(cfg: Config, tr: Translator) -> dict:
 
 
 RESTART = "pass --restart to start over (the previous run is moved aside), or use another output_dir"
-
-
-def read_record(path: Path, remedy: str, keys: tuple[str, ...] = ()) -> dict:
-    """A JSON state file of mt distill, holding `keys`, or a one-line error naming it and `remedy`."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise MtError(f"{path}: damaged (not JSON: {e.msg} at line {e.lineno} column {e.colno}); {remedy}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise MtError(f"{path}: damaged ({getattr(e, 'strerror', None) or 'not UTF-8'}); {remedy}") from None
-    if not isinstance(record, dict) or any(key not in record for key in keys):
-        raise MtError(f"{path}: damaged (not the record mt distill writes); {remedy}")
-    return record
 
 
 def recorded_state(folder: Path, filter_worst: float) -> dict | None:

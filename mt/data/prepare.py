@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from mt.files import atomic_write_text
+from mt.files import atomic_write_text, read_record
 from mt.checkpoint import init_source
 from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity
@@ -41,6 +41,7 @@ from mt.data.tokenizer import Tokenizer, train_tokenizer
 
 FORMAT = "mt-prepared-2"  # 1 was one torch file, corpus.pt, loaded whole
 STAMP = "prepared.json"
+AGAIN = "run the same command with --restart to prepare the data again"  # a damaged record's remedy
 
 
 @dataclass
@@ -80,7 +81,7 @@ def _fingerprint(path: Path) -> list[int]:
 def _check_stamp(cfg: Config, folder: Path) -> None:
     """Fail in one line if the cache in `folder` was made with other data settings or from files changed since
     (a stamp written before files were recorded has no SOURCES: its files are not checked)."""
-    old, new = _read_record(folder / STAMP), _stamp(cfg)
+    old, new = read_record(folder / STAMP, AGAIN), _stamp(cfg)
     old_sources, new_sources = old.pop(SOURCES, None), new.pop(SOURCES)
     if old != new:
         changed = [f"{sec}.{k}" for sec in new for k in {*old.get(sec, {}), *new[sec]}
@@ -139,21 +140,7 @@ def _written_by_mt(folder: Path) -> bool:
 
 def _format(folder: Path) -> str | None:
     meta = folder / "corpus.json"
-    return _read_record(meta).get("format") if meta.exists() else None
-
-
-def _read_record(path: Path) -> dict:
-    """A JSON object prepare wrote (its stamp, corpus.json); a damaged one is a one-line error saying what to do."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:  # unreadable, not UTF-8, not JSON
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise DataError(f"{path}: damaged ({reason}); run the same command with --restart to prepare the data "
-                        "again") from None
-    if not isinstance(record, dict):
-        raise DataError(f"{path}: damaged (not a JSON object); run the same command with --restart to prepare the "
-                        "data again")
-    return record
+    return read_record(meta, AGAIN).get("format") if meta.exists() else None
 
 
 def load_prepared(cfg: Config) -> PreparedData:

@@ -121,9 +121,10 @@ def _text_lines(f, path: str) -> Iterable[str]:
 
 
 def run_score(tr: Translator, src_path: str, tgt_path: str, output: str | None, *, alpha: float,
-              normalize: bool, warn, batch_tokens: int = SCORE_BATCH_TOKENS) -> int:
+              normalize: bool, warn, batch_tokens: int | None = None) -> int:
     """`mt score`: the scores of the pairs of two files, block by block, to stdout (flushed after each block) or
-    to `output` (written atomically at the end: a float per line is small); returns the number of pairs."""
+    to `output` (written atomically at the end: a float per line is small); returns the number of pairs.
+    `batch_tokens`: None for SCORE_BATCH_TOKENS."""
     sink = io.StringIO() if output else sys.stdout
     count = 0
 
@@ -133,7 +134,8 @@ def run_score(tr: Translator, src_path: str, tgt_path: str, output: str | None, 
     for block in paired_lines(src_path, tgt_path):
         sources, targets = zip(*block)
         sink.write(format_scores(score_pairs(tr, list(sources), list(targets), alpha=alpha, normalize=normalize,
-                                             batch_tokens=batch_tokens, on_truncate=truncated)))
+                                             batch_tokens=batch_tokens or SCORE_BATCH_TOKENS,
+                                             on_truncate=truncated)))
         sink.flush()
         count += len(block)
     if output:

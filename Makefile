@@ -9,10 +9,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.mt-installed
 BROWSER := examples/browser/node_modules/.package-lock.json
 ONNX_DEPS := $(VENV)/onnx-deps
+LT_VENV := .venv-lt
+LT_STAMP := $(LT_VENV)/.installed
 
 .PHONY: test test-fast demo setup clean
 
-setup: $(STAMP) $(BROWSER) $(ONNX_DEPS)
+setup: $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,20 +30,27 @@ $(ONNX_DEPS): $(STAMP)
 		transformers==4.57.6 huggingface_hub==0.36.2 tokenizers==0.22.2 datasets==5.0.1 onnx==1.23.2 \
 		onnxruntime==1.32.0 ml_dtypes==0.6.0 flatbuffers==25.12.19
 
+# LibreTranslate (and the argostranslate it runs) in a virtualenv of its own, as users install it: the tests install
+# and serve mt's Argos packages with it, and scripts/bench_serve.py measures it (scripts/libretranslate_offline.py).
+$(LT_STAMP):
+	test -x $(LT_VENV)/bin/python || $(PYTHON) -m venv $(LT_VENV)
+	$(LT_VENV)/bin/python -m pip install -q libretranslate==1.9.6
+	touch $(LT_STAMP)
+
 # --ignore-scripts: onnxruntime-node's install script downloads from nuget.org; the page needs onnxruntime-web only
 $(BROWSER): examples/browser/package-lock.json
 	cd examples/browser && npm ci --ignore-scripts --no-audit --no-fund
 
 # Two workers (pytest-xdist) for everything but the tests that measure time or memory, which then run alone.
-test: $(STAMP) $(BROWSER) $(ONNX_DEPS)
+test: $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not timing"
 	$(BIN)/python -m pytest -q -m timing
 
-test-fast: $(STAMP) $(BROWSER) $(ONNX_DEPS)
+test-fast: $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 clean:
-	rm -rf $(VENV) runs/demo examples/browser/node_modules
+	rm -rf $(VENV) $(LT_VENV) runs/demo examples/browser/node_modules

@@ -36,7 +36,7 @@ RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's 
                                           "moving average (train.ema_decay).")]
 
 
-EXPORT_FORMATS = ("ctranslate2", "huggingface")  # mt export --format
+EXPORT_FORMATS = ("ctranslate2", "huggingface", "argos")  # mt export --format
 _tuning: dict[str, str] = {}  # what main()'s tune_process set, shown by --debug
 
 
@@ -546,29 +546,54 @@ def bench_train(config: Path, set_: SetOption = None,
 @files(reads=("checkpoint",), folders=("output",), expand={"checkpoint": _comma_separated})
 def export(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to export (one).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write.")],
-    format: Annotated[str, typer.Option("--format", help="ctranslate2 | huggingface.")] = "ctranslate2",
+    output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write (a file for argos).")],
+    format: Annotated[str, typer.Option("--format", help="ctranslate2 | huggingface | argos.")] = "ctranslate2",
     quantization: Annotated[Optional[str], typer.Option(
-        help="ctranslate2: int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 "
-             "(default: float32).")] = None,
+        help="ctranslate2 and argos: int8, int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16, "
+             "float32 (default: float32; argos: int8).")] = None,
     force: Annotated[bool, typer.Option(help="Replace an earlier export, of either format (never a folder "
                                         "holding other files).")] = False,
     raw_weights: RawWeights = False,
+    source_lang: Annotated[Optional[str], typer.Option(
+        help="argos: the source language code (default: data.src_lang, else the training file's extension).")] = None,
+    target_lang: Annotated[Optional[str], typer.Option(help="argos: the target language code (as --source-lang).")] = None,
+    version: Annotated[str, typer.Option(help="argos: the package version.")] = "1.0",
+    sentence_splitter: Annotated[Optional[Path], typer.Option(
+        help="argos: a MiniSBD model (LANG.onnx) to pack for argostranslate's sentence splitting.")] = None,
 ):
     """Write a model directory: CTranslate2's (with the sentencepiece models), which `mt translate -c DIR` reads,
-    or Hugging Face's Marian (MarianMTModel, MarianTokenizer; docs/exporting.md)."""
+    Hugging Face's Marian (MarianMTModel, MarianTokenizer), or an Argos package (.argosmodel) that argostranslate
+    installs and LibreTranslate serves (docs/exporting.md)."""
     if format not in EXPORT_FORMATS:
         raise MtError(f"--format: one of {', '.join(EXPORT_FORMATS)}, got '{format}'")
     paths = _comma_separated(checkpoint, {})
     if len(paths) != 1:
         raise MtError(f"-c: an export is of one checkpoint, got {len(paths)}; average an ensemble's checkpoints "
                       "into one first (mt average)")
+    argos_only = {"--source-lang": source_lang, "--target-lang": target_lang, "--sentence-splitter": sentence_splitter,
+                  "--version": None if version == "1.0" else version}
+    given = next((option for option, value in argos_only.items() if value is not None), None)
+    if given and format != "argos":
+        raise MtError(f"{given}: for --format argos only")
     if format == "huggingface":
         from mt.interop.huggingface import export_huggingface
 
         if quantization is not None:
-            raise MtError("--quantization: for --format ctranslate2 only; the Hugging Face export is float32")
+            raise MtError("--quantization: for --format ctranslate2 and argos; the Hugging Face export is float32")
         _warn(f"exported {export_huggingface(paths[0], output, force, raw_weights)}")
+        return
+    if format == "argos":
+        from mt.interop.argos import DEFAULT_QUANTIZATION, export_argos
+
+        from mt.file_checks import check_input
+
+        check_input(sentence_splitter, "--sentence-splitter")
+        package, src, tgt = export_argos(paths[0], output, source_lang, target_lang, version,
+                                         quantization or DEFAULT_QUANTIZATION, force, raw_weights, sentence_splitter)
+        _warn(f"exported {package} ({src} -> {tgt}, {quantization or DEFAULT_QUANTIZATION})")
+        if sentence_splitter is None:
+            _warn(f"note: no sentence splitter packed; argostranslate downloads MiniSBD's model for '{src}' at first "
+                  "use (pack one with --sentence-splitter)")
         return
     from mt.interop.ctranslate2 import export_ctranslate2
 
@@ -576,19 +601,21 @@ def export(
 
 
 @app.command("import")
-@files(reads=("directory",), writes=("output",))
+@files(reads=("source",), writes=("output",))
 def import_(
-    directory: Annotated[Path, typer.Argument(help="A Hugging Face Marian directory (e.g. an OPUS-MT model).")],
+    source: Annotated[Path, typer.Argument(help="A Hugging Face Marian directory (an OPUS-MT model), a CTranslate2 "
+                                                "model directory, or an Argos package (.argosmodel or its folder).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Checkpoint to write.")],
 ):
-    """Write an mt checkpoint of a Hugging Face Marian (OPUS-MT) model directory."""
+    """Write an mt checkpoint of a Hugging Face Marian (OPUS-MT) model, a CTranslate2 model or an Argos package
+    (docs/pretrained.md)."""
     import yaml
 
     from mt.config import config_to_dict
-    from mt.interop.marian import import_marian
+    from mt.interop.importing import import_model
 
-    cfg = import_marian(directory, output, log=_warn)
-    _warn(f"imported {directory} into {output}; to fine-tune it (train.init_from), a config needs these sections:")
+    cfg = import_model(source, output, log=_warn)
+    _warn(f"imported {source} into {output}; to fine-tune it (train.init_from), a config needs these sections:")
     print(yaml.safe_dump({k: v for k, v in config_to_dict(cfg).items() if k in ("tokenizer", "model")},
                          sort_keys=False), end="")
 

@@ -4,7 +4,7 @@ model (exported to CTranslate2 and packed as an Argos package), and offline `mt 
 as the ceiling.
 
     python scripts/bench_serve.py --model CKPT [--pair de:en] [--concurrency 1,8,32,128] [--seconds 15]
-        [--servers mt,mt-no-batching,libretranslate,offline] [--rounds 1] [--ltvenv /tmp/ltvenv] [--json]
+        [--servers mt,mt-no-batching,libretranslate,offline] [--rounds 1] [--ltvenv .venv-lt] [--json]
 
 `mt-export`, `mt-export-no-batching` and `offline-export` are the same rows with the checkpoint exported to
 CTranslate2 (`mt export`, the directory LibreTranslate's package is made of) and served or translated by mt;
@@ -29,11 +29,11 @@ The `in-process, no HTTP` rows (also with `offline`) are the server's decoding a
 as many as the clients of a cell, each keep a dev line in flight through `mt serve`'s DecodeThread and worker
 (split, encode, decode, detokenize), for --seconds each: what the HTTP server could reach at that concurrency.
 
-LibreTranslate runs from its own virtual environment (--ltvenv, with `pip install libretranslate`), offline:
-the bench writes two Argos packages (de->en and en->de, the same model files, so that LibreTranslate finds two
-and does not fetch its model index) into a private data folder, and a launcher that replaces Argos's sentence
-splitter (minisbd, which downloads a model at first use) with a regular expression splitting after . ! ? before
-white space. Argos decodes with beam 4 and its own length penalty (0.2), in sub-batches of 32 tokens.
+LibreTranslate runs from its own virtual environment (--ltvenv, the Makefile's .venv-lt), offline: the bench
+writes two Argos packages (de->en and en->de, the same model files) into a private data folder and starts
+LibreTranslate through scripts/libretranslate_offline.py, which skips its start-up download of model indexes and
+replaces Argos's sentence splitter (minisbd, which downloads a model at first use) with a regular expression
+splitting after . ! ? before white space. Argos decodes with beam 4 and its own length penalty (0.2), in sub-batches of 32 tokens.
 LibreTranslate gets the CTranslate2 setting that was fastest for it here: as many threads as cores
 (ARGOS_INTRA_THREADS, `--lt-intra-threads`) with oneDNN's matrix products (CT2_USE_MKL=0, `--lt-ct2-mkl`); at
 CTranslate2's own choice on an Intel CPU (MKL) two threads made one sentence 131 ms against 20.
@@ -57,23 +57,11 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+OFFLINE = ROOT / "scripts" / "libretranslate_offline.py"
 DEV = ROOT / "data" / "ddtp-de-en" / "dev.de"
 MT = [sys.executable, "-m", "mt"]
 DOC_LINES = 20
 
-LAUNCHER = r'''
-import re, sys
-import argostranslate.sbd as sbd
-
-def split_sentences(self, text):
-    parts = [p for p in re.split(r"(?<=[.!?])\s+", text) if p.strip()]
-    return parts or [text]
-
-sbd.MiniSBDSentencizer.split_sentences = split_sentences
-from libretranslate.main import main
-sys.argv[0] = "libretranslate"
-main()
-'''
 
 LANG_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanish", "it": "Italian", "cs": "Czech",
               "ru": "Russian", "ro": "Romanian", "fi": "Finnish", "nl": "Dutch", "pt": "Portuguese"}
@@ -263,7 +251,7 @@ def exported(model: str, work: Path) -> Path:
 
 
 def prepare_lt(model: str, pair: tuple[str, str], ltvenv: Path, device: str, work: Path) -> Path:
-    """Export the model, pack and install two Argos packages, write the launcher; the launcher's path."""
+    """Export the model, pack and install two Argos packages; the launcher's path."""
     python = ltvenv / "bin" / "python"
     if not python.exists():
         raise RuntimeError(f"no {python}: make it with `python3 -m venv {ltvenv} && {ltvenv}/bin/pip install "
@@ -293,15 +281,13 @@ def prepare_lt(model: str, pair: tuple[str, str], ltvenv: Path, device: str, wor
     subprocess.run([str(python), "-c", "import sys; from pathlib import Path; import argostranslate.package as p; "
                     "[p.install_from_path(Path(a)) for a in sys.argv[1:]]", *zips],
                    check=True, env=lt_env(work, device))
-    launcher = lt / "launch.py"
-    launcher.write_text(LAUNCHER)
-    return launcher
+    return OFFLINE
 
 
 def start_lt(launcher: Path, pair: tuple[str, str], ltvenv: Path, device: str, work: Path,
              intra_threads: int | None, ct2_mkl: str) -> tuple[Proc, str]:
     port = free_port()
-    argv = [str(ltvenv / "bin" / "python"), str(launcher), "--host", "127.0.0.1", "--port", str(port),
+    argv = [str(ltvenv / "bin" / "python"), str(launcher), "serve", "--host", "127.0.0.1", "--port", str(port),
             "--load-only", f"{pair[0]},{pair[1]}"]
     proc = Proc(argv, lt_env(work, device, intra_threads, ct2_mkl), work / "libretranslate.log")
     url = f"http://127.0.0.1:{port}"
@@ -449,7 +435,7 @@ def main() -> None:
     ap.add_argument("--servers", default="mt,mt-no-batching,libretranslate,offline")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--ltvenv", default="/tmp/ltvenv", help="virtual environment with libretranslate")
+    ap.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"), help="virtual environment with libretranslate")
     ap.add_argument("--lt-ct2-mkl", default="0", choices=["library", "0", "1"],
                     help="CT2_USE_MKL for LibreTranslate (library: CTranslate2's own choice, MKL on Intel CPUs)")
     ap.add_argument("--lt-intra-threads", type=int, default=os.cpu_count() or 1,

@@ -75,7 +75,7 @@ def import_marian(directory: str | Path, output: str | Path, log=print) -> Confi
     state = mt_state(weights, [marian_id for _, marian_id in order], cfg_model)
     model = build_model(cfg_model, len(vocabulary), len(vocabulary), joint_vocab=True)
     model.load_state_dict(state)  # every tensor accounted for, in its shape
-    cfg = Config(tokenizer=TokenizerConfig(type=_sentencepiece_type(src_tok), vocab_size=len(vocabulary), joint=True,
+    cfg = Config(tokenizer=TokenizerConfig(type=sentencepiece_type(src_tok), vocab_size=len(vocabulary), joint=True,
                                            vocab_file="vocab.json"),
                  model=cfg_model, decode=DecodeConfig(beam_size=int(hf.get("num_beams") or DecodeConfig.beam_size)))
     part = ModelPart(config=config_to_dict(cfg), model=model.state_dict(), step=0,
@@ -236,7 +236,7 @@ def _read_json(path: Path) -> dict:
     return value
 
 
-def _sentencepiece_type(tok: Tokenizer) -> str:
+def sentencepiece_type(tok: Tokenizer) -> str:
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     kind = pb.ModelProto.FromString(tok.model_proto).trainer_spec.model_type

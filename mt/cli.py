@@ -543,7 +543,7 @@ def bench_train(config: Path, set_: SetOption = None,
 
 
 @app.command()
-@files(reads=("checkpoint",), folders=("output",), expand={"checkpoint": _comma_separated})
+@files(reads=("checkpoint", "sentence_splitter"), folders=("output",), expand={"checkpoint": _comma_separated})
 def export(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to export (one).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write (a file for argos).")],

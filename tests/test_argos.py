@@ -186,6 +186,14 @@ def _zip(path, members: dict[str, bytes]):
     return path
 
 
+def _encrypted(path):
+    """A member whose headers say it is encrypted (bit 0 of the flags; Python's zipfile cannot encrypt)."""
+    data = bytearray(_zip(path, {"pkg/metadata.json": _metadata()}).read_bytes())
+    for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # the local and the central header
+        data[data.index(signature) + at] |= 0x1
+    path.write_bytes(bytes(data))
+
+
 def _metadata(**fields) -> bytes:
     return json.dumps({"type": "translate", "from_code": "de", "to_code": "en", **fields}).encode()
 
@@ -202,15 +210,20 @@ def test_bad_packages_are_one_line_each_and_write_nothing(tmp_path):
                                "no from_code; an Argos translation package names from_code, to_code"),
         "escape.argosmodel": (lambda p: _zip(p, {"pkg/../../evil.txt": b"x"}),
                               "member 'pkg/../../evil.txt' would be written outside the package folder"),
-        "bomb.argosmodel": (lambda p: _zip(p, {"pkg/metadata.json": _metadata(), "pkg/model/model.bin": bytes(20 << 20)}),
+        "bomb.argosmodel": (lambda p: _zip(p, {"pkg/metadata.json": _metadata(),
+                                               "pkg/model/model.bin": bytes(20 << 20)}),
                             "member 'pkg/model/model.bin' unpacks"),
         "no-model.argosmodel": (lambda p: _zip(p, {"pkg/metadata.json": _metadata()}),
                                 "no model/model.bin; an Argos translation package holds a CTranslate2 model there"),
+        "encrypted.argosmodel": (_encrypted, "member 'pkg/metadata.json' is encrypted"),
+        "empty-folder": (lambda p: p.mkdir(), "none of a Hugging Face Marian directory (config.json), a "
+                         "CTranslate2 model (model.bin) and an Argos package (metadata.json)"),
     }
     for name, (make, message) in cases.items():
         make(tmp_path / name)
         line = one_error_line(run_mt("import", tmp_path / name, "-o", tmp_path / "out.pt", check=False))
         assert message in line, line
+        print(line)
         assert not (tmp_path / "out.pt").exists() and not (tmp_path.parent / "evil.txt").exists()
 
 

@@ -137,11 +137,11 @@ def opened_package(path: Path) -> Iterator[tuple[Path, dict]]:
     """(the package folder, its metadata) of an .argosmodel file (unpacked into a temporary folder for the
     duration) or of an installed package's folder; only translation packages are accepted."""
     if path.is_dir():
-        yield path, _metadata(path)
+        yield path, _metadata(path, path)
         return
     with tempfile.TemporaryDirectory(prefix="mt-argos-") as tmp:
         folder = _unpack(path, Path(tmp))
-        yield folder, _metadata(folder)
+        yield folder, _metadata(folder, path)
 
 
 def _unpack(archive: Path, into: Path) -> Path:
@@ -186,23 +186,25 @@ def _check_members(archive: Path, members: list[zipfile.ZipInfo]) -> None:
         raise MtError(f"{archive}: unpacks to {total / 2**30:.1f} GiB, more than {MAX_UNPACKED >> 30} GiB")
 
 
-def _metadata(folder: Path) -> dict:
+def _metadata(folder: Path, shown: Path) -> dict:
+    """The package's metadata.json, checked; messages name `shown` (the archive, or the folder given)."""
     path = folder / "metadata.json"
     if not path.is_file():
-        raise MtError(f"{folder}: no metadata.json, so not an Argos package")
+        raise MtError(f"{shown}: no metadata.json, so not an Argos package")
+    name = f"{shown}: metadata.json" if shown != folder else str(path)
     try:
         metadata = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MtError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
+        raise MtError(f"{name}: not readable JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(metadata, dict):
-        raise MtError(f"{path}: not a JSON object")
+        raise MtError(f"{name}: not a JSON object")
     metadata.setdefault("type", "translate")  # argostranslate's default
     missing = [key for key in REQUIRED if not isinstance(metadata.get(key), str) or not metadata[key]]
     if missing:
-        raise MtError(f"{path}: no {missing[0]}; an Argos translation package names {', '.join(REQUIRED[1:])}")
+        raise MtError(f"{name}: no {missing[0]}; an Argos translation package names {', '.join(REQUIRED[1:])}")
     if metadata["type"] != "translate":
-        raise MtError(f"{path}: a package of type {metadata['type']!r}; mt imports translation packages "
+        raise MtError(f"{name}: a package of type {metadata['type']!r}; mt imports translation packages "
                       "(type 'translate')")
     if not (folder / "model" / "model.bin").is_file():
-        raise MtError(f"{folder}: no model/model.bin; an Argos translation package holds a CTranslate2 model there")
+        raise MtError(f"{shown}: no model/model.bin; an Argos translation package holds a CTranslate2 model there")
     return metadata

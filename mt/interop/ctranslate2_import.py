@@ -43,31 +43,35 @@ def import_ctranslate2(directory: Path, output: Path, log=print, languages: tupl
                       "(TransformerSpec) only")
     _check_config(model.config, directory / "config.json", log)
     v, path = dict(model.variables), directory / "model.bin"
+    sides = (("source", model.source_vocabulary), ("target", model.target_vocabulary))
     try:
         cfg_model = _model_config(v, path)
+        orders = [_order(vocabulary, model.config, side, cfg_model, directory) for side, vocabulary in sides]
+        state = _state(v, cfg_model, model, *orders, path)
     except KeyError as e:
         raise MtError(f"{path}: no variable {e}: not a Transformer mt can read") from None
-    src_order = _order(model.source_vocabulary, model.config, "source", cfg_model, directory)
-    tgt_order = _order(model.target_vocabulary, model.config, "target", cfg_model, directory)
-    src_spm, tgt_spm = _sentencepiece_models(directory)
-    src_tok = _tokenizer(src_spm, src_order, "source", log)
-    tgt_tok = _tokenizer(tgt_spm, tgt_order, "target", log)
-    joint = src_tok.model_proto == tgt_tok.model_proto
-    try:
-        state = _state(v, cfg_model, model, src_order, tgt_order, path)
-    except KeyError as e:
-        raise MtError(f"{path}: no variable {e}: not a Transformer mt can read") from None
-    net = build_model(cfg_model, len(src_order), len(tgt_order), joint_vocab=joint)
-    net.load_state_dict(state)  # every tensor accounted for, in its shape
-    renumbering = any(order != _spm_pieces(tok) for order, tok in ((src_order, src_tok), (tgt_order, tgt_tok)))
-    cfg = Config(tokenizer=TokenizerConfig(type=sentencepiece_type(src_tok), vocab_size=len(tgt_order), joint=joint,
-                                           vocab_file="ctranslate2 vocabulary" if renumbering else None),
+    src_tok, tgt_tok = (_tokenizer(spm, order, side, log) for spm, order, (side, _) in
+                        zip(_sentencepiece_models(directory), orders, sides))
+    # One vocabulary (tokenizer.joint) shares the source embedding with the target's, as the file must then do.
+    embeddings = state["src_embed.tokens.weight"], state["tgt_embed.tokens.weight"]
+    joint = src_tok.model_proto == tgt_tok.model_proto and (not cfg_model.share_embeddings
+                                                            or torch.equal(*embeddings))
+    renumbered_ = any(order != _spm_pieces(tok) for order, tok in zip(orders, (src_tok, tgt_tok)))
+    cfg = Config(tokenizer=TokenizerConfig(type=sentencepiece_type(src_tok), vocab_size=len(orders[1]), joint=joint,
+                                           vocab_file=_vocabulary_name(model) if renumbered_ else None),
                  model=cfg_model, data=DataConfig(src_lang=languages[0], tgt_lang=languages[1]) if languages
                  else DataConfig())
+    net = build_model(cfg_model, len(orders[0]), len(orders[1]), joint_vocab=joint)
+    net.load_state_dict(state)  # every tensor accounted for, in its shape
     part = ModelPart(config=config_to_dict(cfg), model=net.state_dict(), step=0,
                      src_tokenizer=src_tok.to_tensor(), tgt_tokenizer=tgt_tok.to_tensor())
     save_checkpoint(Path(output), checkpoint_dict(part))
     return cfg
+
+
+def _vocabulary_name(model: Ct2Model) -> str:
+    shared = model.source_vocabulary == model.target_vocabulary
+    return "shared_vocabulary.json" if shared else "source_vocabulary.json, target_vocabulary.json"
 
 
 def _check_config(config: dict, path: Path, log) -> None:

@@ -7,14 +7,13 @@ from pathlib import Path
 
 from mt.config import Config
 from mt.errors import MtError
+from mt.interop.argos import opened_package
+from mt.interop.ctranslate2_import import import_ctranslate2
+from mt.interop.marian import import_marian
 
 
 def import_model(source: Path, output: Path, log=print) -> Config:
     """Write the mt checkpoint `output` of the model at `source`; returns its config."""
-    from mt.interop.argos import opened_package
-    from mt.interop.ctranslate2_import import import_ctranslate2
-    from mt.interop.marian import import_marian
-
     if not source.exists():
         raise MtError(f"{source}: no such file or folder")
     if source.is_file() or (source / "metadata.json").is_file():
@@ -23,4 +22,7 @@ def import_model(source: Path, output: Path, log=print) -> Config:
                                       languages=(metadata["from_code"], metadata["to_code"]))
     if (source / "model.bin").is_file():
         return import_ctranslate2(source, output, log)
-    return import_marian(source, output, log)
+    if (source / "config.json").is_file():
+        return import_marian(source, output, log)
+    raise MtError(f"{source}: none of a Hugging Face Marian directory (config.json), a CTranslate2 model "
+                  "(model.bin) and an Argos package (metadata.json)")

@@ -220,8 +220,9 @@ def test_tokenizer_json_cuts_as_mt(exported):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--format", "onnx"], ["--format: one of ctranslate2, huggingface, got 'onnx'"]),
-    (["--format", "huggingface", "--quantization", "int8"], ["--quantization: for --format ctranslate2 only"]),
+    (["--format", "onnx"], ["--format: one of ctranslate2, huggingface, argos, got 'onnx'"]),
+    (["--format", "huggingface", "--quantization", "int8"], ["--quantization: for --format ctranslate2 and argos"]),
+    (["--source-lang", "de"], ["--source-lang: for --format argos only"]),
 ])
 def test_bad_options_are_one_line(paper_checkpoint, tmp_path, args, words):
     line = one_error_line(run_mt("export", "-c", paper_checkpoint, "-o", tmp_path / "hf", *args, check=False))

@@ -339,7 +339,7 @@ import json, sys, time
 from mt.tuning import tune_process
 tune_process(["translate"])  # what `mt translate` sets before torch is imported
 from mt.decoding.lines import translate_lines
-from mt.serving.segments import split_text
+from mt.documents.text import split_text
 from mt.decoding.loading import load_translator
 model, device, path = sys.argv[1:4]
 tr = load_translator(model, device)
@@ -367,7 +367,7 @@ import itertools, json, sys, threading, time
 from mt.tuning import tune_process
 tune_process(["serve"])  # what `mt serve` sets before torch is imported
 from mt.decoding.lines import LineBatch, LineText, encode_lines, translations
-from mt.serving.segments import split_text
+from mt.documents.text import split_text
 from mt.serving.decode_thread import DecodeThread
 from mt.decoding.loading import load_translator
 model, device, path, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])

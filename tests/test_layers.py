@@ -10,7 +10,7 @@ README = PACKAGE.parent / "README.md"
 DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 # Bottom to top. "base" is the flat modules of mt/ itself, "top" the command line above every package.
-PACKAGES = ["base", "model", "data", "decoding", "training", "serving", "interop", "commands", "top"]
+PACKAGES = ["base", "model", "data", "decoding", "documents", "training", "serving", "interop", "commands", "top"]
 TOP = {"cli", "__main__", "__init__"}
 LAZY_IMPORTS_ALLOWED = {"cli"}  # the commands load what they need (and optional extras) when they run
 

@@ -1,53 +1,55 @@
-"""An HTML document cut into the text to translate and the markup to keep exactly as sent.
+"""An HTML document cut into text and markup, each piece the document's own characters.
 
 The tokenizer is Python's `html.parser.HTMLParser` (maintained with the standard library); it says where each
 tag, comment, declaration and text run starts, and every piece is the document's own characters from there to
 the next one. Markup is therefore never rebuilt from what the parser understood: a CDATA section, a comment
-left open at the end, a tag cut off at the end, odd whitespace or quoting in a tag all come back as sent. Text
-is unescaped for the model and its translation escaped again (`mt.serving.segments.joined(..., escape=True)`); the
-contents of script and style, and text inside markup left open at the end, are kept as they are.
+left open at the end, a tag cut off at the end, odd whitespace or quoting in a tag all come back as sent. The
+contents of script and style, and text inside markup left open at the end, are markup. mt/documents/inline_markup.py
+translates the text and puts the markup back.
 """
 
 from __future__ import annotations
 
-import html
 import re
+from dataclasses import dataclass
 from html.parser import HTMLParser
 
-from mt.serving.segments import Piece, split_text
 
 RAW = {"script", "style"}
 LEFT_OPEN = re.compile(r"<[A-Za-z/!?]")  # a tag, comment or declaration the document ends inside
 
 
-def split_html(document: str) -> list[Piece]:
-    """Markup kept, the text between tags split as `split_text` splits it."""
-    events = _events(document)
-    pieces: list[Piece] = []
-    for (start, kind), (end, _) in zip(events, events[1:] + [(len(document), "")]):
-        raw = document[start:end]
-        if kind == "text":
-            pieces += split_text(html.unescape(raw))
-        elif raw:
-            pieces.append(Piece(raw, False))
-    return pieces
+@dataclass(frozen=True)
+class Event:
+    """One piece of a document: its characters as sent, "text" or "markup", and for a tag its lower-case name,
+    role (open, close or void: a self-closed tag, and every comment, declaration or markup left open) and
+    attributes."""
+    raw: str
+    kind: str
+    name: str = ""
+    role: str = "void"
+    attrs: tuple = ()
 
 
-def _events(document: str) -> list[tuple[int, str]]:
-    """(offset, "text" or "markup") where each piece starts: one text piece for text the parser reports in parts
-    ("a < b"), and markup from where markup left open at the end starts (the parser reports it as text)."""
+def html_events(document: str) -> list[Event]:
+    """The document as events whose `raw` strings, joined, give it back exactly: one text event for text the
+    parser reports in parts ("a < b"), and markup from where markup left open at the end starts (the parser
+    reports it as text)."""
     parser = _Offsets(document)
     parser.feed(document)
     parser.close()
-    merged: list[tuple[int, str]] = []
+    merged: list[tuple[int, str, tuple]] = []
     left_open = False
-    for offset, kind in parser.events:
+    for offset, kind, tag in parser.events:
         left_open = left_open or (kind == "text" and LEFT_OPEN.match(document, offset) is not None)
-        kind = "markup" if left_open else kind
+        if left_open:
+            kind, tag = "markup", ()
         if merged and (merged[-1][0] == offset or kind == merged[-1][1] == "text"):
             continue
-        merged.append((offset, kind))
-    return merged
+        merged.append((offset, kind, tag))
+    ends = [offset for offset, _, _ in merged[1:]] + [len(document)]
+    return [Event(document[start:end], kind, *tag) for (start, kind, tag), end in zip(merged, ends)
+            if document[start:end]]
 
 
 class _Offsets(HTMLParser):
@@ -61,17 +63,17 @@ class _Offsets(HTMLParser):
         self.events: list[tuple[int, str]] = []
         self.raw_depth = 0
 
-    def _at(self, kind: str) -> None:
+    def _at(self, kind: str, tag: tuple = ()) -> None:
         line, column = self.getpos()
-        self.events.append((self.line_starts[line - 1] + column, kind))
+        self.events.append((self.line_starts[line - 1] + column, kind, tag))
 
     def handle_starttag(self, tag, attrs):
-        self._at("markup")
+        self._at("markup", (tag, "open", tuple(attrs)))
         if tag in RAW:
             self.raw_depth += 1
 
     def handle_endtag(self, tag):
-        self._at("markup")
+        self._at("markup", (tag, "close"))
         if tag in RAW and self.raw_depth:
             self.raw_depth -= 1
 
@@ -79,7 +81,7 @@ class _Offsets(HTMLParser):
         self._at("markup" if self.raw_depth else "text")
 
     def handle_startendtag(self, tag, attrs):
-        self._at("markup")
+        self._at("markup", (tag, "void", tuple(attrs)))
 
     def handle_comment(self, data):
         self._at("markup")

@@ -1,5 +1,5 @@
 """Text as the server receives it, cut into what the model translates and what stays: sentences and the
-whitespace between them (an HTML document's text and markup: mt/serving/markup.py).
+whitespace between them (an HTML document's text and markup: mt/documents/inline_markup.py).
 
 `split_text` keeps every character: joining the pieces back, each sentence replaced by its translation, gives
 the translated text with the request's own line breaks and spacing. A sentence ends at . ! ? or … followed by
@@ -9,7 +9,6 @@ and makes fewer such cuts).
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 
@@ -51,13 +50,19 @@ def _strip_parts(text: str) -> tuple[str, str, str]:
     return text[:start], body, text[start + len(body):]
 
 
-def joined(pieces: list[Piece], translations: list[str], escape: bool = False) -> str:
-    """The pieces back in order, the ones to translate replaced by `translations` (one each, in order); with
-    `escape`, text is HTML-escaped (what `split_html` unescaped), markup kept."""
-    out, given = [], iter(translations)
-    for piece in pieces:
-        if piece.translate:
-            out.append(html.escape(next(given), quote=False) if escape else next(given))
-        else:
-            out.append(piece.text)
-    return "".join(out)
+def joined(pieces: list[Piece], translations: list[str]) -> str:
+    """The pieces back in order, the ones to translate replaced by `translations` (one each, in order)."""
+    given = iter(translations)
+    return "".join(next(given) if piece.translate else piece.text for piece in pieces)
+
+
+class TextDocument:
+    """Plain text: the `sentences` to translate, and `render`, which puts their translations ((text, alignment)
+    each; the alignment unused) back with the text's own line breaks and spacing."""
+
+    def __init__(self, text: str):
+        self.pieces = split_text(text)
+        self.sentences = [p.text for p in self.pieces if p.translate]
+
+    def render(self, translations: list[tuple[str, str | None]]) -> str:
+        return joined(self.pieces, [text for text, _ in translations])

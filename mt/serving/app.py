@@ -36,12 +36,12 @@ from mt.serving.decode_thread import DecodeWorker, Overloaded
 from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
 from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
-from mt.serving.markup import split_html
+from mt.documents.inline_markup import HtmlDocument
 from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
 from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
 from mt.serving.long_sentences import fit_to_model, joined_translations
 from mt.serving.fields import bool_field, int_field, request_fields
-from mt.serving.segments import joined, split_text
+from mt.documents.text import TextDocument
 from mt.serving.models import ServedModel, Server, ServeSettings
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
@@ -82,17 +82,18 @@ async def translate(request: Request) -> JSONResponse:
     alternatives = int_field(body, "alternatives", 0, 0, 10)
     detected = await _detected(server, texts) if body.get("source") == "auto" else None
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
-    pieces = await run_in_threadpool(lambda: [split_html(t) if fmt == "html" else split_text(t) for t in texts])
-    sentences = [p.text for per in pieces for p in per if p.translate]
+    documents = await run_in_threadpool(lambda: [HtmlDocument(t) if fmt == "html" else TextDocument(t) for t in texts])
+    sentences = [s for document in documents for s in document.sentences]
     if len(sentences) > server.limits.max_sentences:
         raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
-    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary)
+    # HTML's inline markup goes back where the word alignment of each whole sentence puts it.
+    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary, alignment=fmt == "html")
     results, alts, at = [], [], 0
-    for per in pieces:
-        n = sum(p.translate for p in per)
+    for document in documents:
+        n = len(document.sentences)
         mine, at = found[at:at + n], at + n
-        results.append(joined(per, [hyps[0] for hyps in mine], escape=fmt == "html"))
-        alts.append([joined(per, [hyps[min(i, len(hyps) - 1)] for hyps in mine], escape=fmt == "html")
+        results.append(document.render([hyps[0] for hyps in mine]))
+        alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine])
                      for i in range(1, alternatives + 1)])
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if alternatives:
@@ -143,14 +144,14 @@ async def frontend_settings(request: Request) -> JSONResponse:
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,
-                           glossary: dict[str, str]) -> list[list[str]]:
-    """Each sentence's `nbest` translations (text), through the model's worker; a sentence containing a
-    glossary's source term must contain its target term (constrained beam search). The glossary is matched
-    off the event loop."""
+                           glossary: dict[str, str], alignment: bool = False) -> list[list[tuple[str, str | None]]]:
+    """Each sentence's `nbest` translations (text, and its word alignment when asked for), through the model's
+    worker; a sentence containing a glossary's source term must contain its target term (constrained beam
+    search). The glossary is matched off the event loop."""
     terms = await run_in_threadpool(terms_per_sentence, sentences, glossary) if glossary else [()] * len(sentences)
     lines = [LineText(s.strip(), i, terms=t) for i, (s, t) in enumerate(zip(sentences, terms))]
-    hyps, _ = await _decode(request, served, lines, served.translator.cfg.decode, nbest)
-    return [[t.text for t in per] for per in hyps]
+    hyps, _ = await _decode(request, served, lines, served.translator.cfg.decode, nbest, alignment)
+    return [[(t.text, t.alignment) for t in per] for per in hyps]
 
 
 async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,

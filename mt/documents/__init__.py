@@ -1,0 +1,1 @@
+"""Documents to sentences and back: plain text's sentences and spacing, HTML's markup and inline elements."""

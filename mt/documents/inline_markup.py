@@ -1,0 +1,289 @@
+"""An HTML document translated a whole sentence at a time, its inline markup put back by word alignment.
+
+Block elements (p, div, li, td, h1, ...), line breaks (br), comments outside text and what is never translated
+stay where they are. Each run of text between them, with the inline elements inside it (b, i, em, strong, a,
+span, code, sub, sup, u, and any tag not known as a block), is one unit: its text is cut into sentences
+(mt/documents/text.py) and each sentence is translated whole, not fragment by fragment. An inline element
+inside a sentence is then put around target words: where its text occurs exactly once in the translation, as
+a whole word or words (names, numbers, commands), around that; else from the first to the last target word
+aligned to its source words (cross-attention, mt/decoding/attention_alignment.py). An element whose words align
+to nothing, an empty one, and a void one (img, wbr) go where the word after it went (or after the word before
+it). Nested elements stay nested (a child is kept inside its parent's span), siblings do not overlap, and
+every tag is written back byte for byte as sent. The contents of code, kbd, samp, pre and of elements marked
+translate="no" are translated with their sentence for its sense, and written back as sent.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+from mt.documents.html_events import Event, html_events
+from mt.documents.text import split_text
+
+# Elements that start and end a unit; everything else (b, i, a, span, unknown tags, ...) is inline.
+BLOCK = {"address", "article", "aside", "audio", "base", "blockquote", "body", "canvas", "caption", "col",
+         "colgroup", "dd", "details", "dialog", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer",
+         "form", "h1", "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup", "hr", "html", "iframe", "legend",
+         "li", "link", "main", "math", "menu", "meta", "nav", "noscript", "object", "ol", "optgroup", "option", "p",
+         "pre", "script", "section", "select", "source", "style", "summary", "svg", "table", "tbody", "td",
+         "template", "textarea", "tfoot", "th", "thead", "title", "tr", "track", "ul", "video"}
+BREAKS = {"br"}  # a line break ends a unit too: the lines either side are translated apart, as LibreTranslate does
+VOID = {"area", "embed", "img", "input", "param", "wbr"}  # inline elements with no closing tag
+KEPT = {"code", "kbd", "samp", "pre", "script", "style"}  # written back as sent, as is translate="no"
+WORD = re.compile(r"\S+")
+TRAILING = ".,;:!?)\"'»“”"  # punctuation a target word carries that an element's own text may not
+
+
+@dataclass
+class Element:
+    """An inline element inside one sentence: its source span (offsets in the sentence), its tags as sent, the
+    contents as sent where they are kept, its children; and its target span once placed."""
+    start: int
+    end: int
+    open: str
+    close: str = ""
+    kept: str | None = None
+    children: list[Element] = field(default_factory=list)
+    target: tuple[int, int] = (0, 0)
+
+
+@dataclass
+class Tag:
+    at: int  # offset in the unit's text
+    raw: str
+    role: str  # open, close, void
+    name: str = ""
+    kept: str | None = None  # for an open tag whose contents are kept: those contents as sent
+
+
+@dataclass
+class Unit:
+    """A run of text (entities decoded) and the inline tags inside it, at their offsets."""
+    text: str = ""
+    tags: list[Tag] = field(default_factory=list)
+
+
+class HtmlDocument:
+    """`sentences` to translate; `render` puts the document back together from their translations (text and
+    Moses-format word alignment each)."""
+
+    def __init__(self, document: str):
+        self.parts = _units(html_events(document))
+        self.sentences = [text for part in self.parts if isinstance(part, Unit)
+                          for text, _, _ in _sentences(part.text)]
+
+    def render(self, translations: list[tuple[str, str | None]]) -> str:
+        given = iter(translations)
+        return "".join(part if isinstance(part, str) else _render_unit(part, given) for part in self.parts)
+
+
+def _units(events: list[Event]) -> list[str | Unit]:
+    """Markup kept as sent (str) and units, in document order."""
+    parts: list[str | Unit] = []
+    unit, at = Unit(), 0
+    while at < len(events):
+        event = events[at]
+        if event.kind == "text":
+            unit.text += html.unescape(event.raw)
+        elif event.name in BLOCK or event.name in BREAKS:
+            end = _kept_end(events, at) if event.role == "open" and _keeps(event) else at + 1
+            parts += [unit, "".join(e.raw for e in events[at:end])]
+            unit, at = Unit(), end
+            continue
+        elif event.role == "open" and event.name not in VOID and _keeps(event):
+            end = _kept_end(events, at)
+            inner = events[at + 1:end - 1] if end - 1 > at and events[end - 1].role == "close" else events[at + 1:end]
+            unit.tags.append(Tag(len(unit.text), event.raw, "open", event.name, "".join(e.raw for e in inner)))
+            unit.text += "".join(html.unescape(e.raw) for e in inner if e.kind == "text")
+            if end - 1 > at and events[end - 1].role == "close":
+                unit.tags.append(Tag(len(unit.text), events[end - 1].raw, "close", event.name))
+            at = end
+            continue
+        else:
+            role = "void" if event.name in VOID else event.role
+            unit.tags.append(Tag(len(unit.text), event.raw, role, event.name))
+        at += 1
+    parts.append(unit)
+    return [p for p in parts if p != Unit() and p != ""]
+
+
+def _keeps(event: Event) -> bool:
+    return event.name in KEPT or any(k == "translate" and (v or "").lower() == "no" for k, v in event.attrs)
+
+
+def _kept_end(events: list[Event], at: int) -> int:
+    """The index after the close tag that ends the element opened at `at` (same name, nesting counted)."""
+    name, depth = events[at].name, 0
+    for i in range(at, len(events)):
+        if events[i].name == name and events[i].role in ("open", "close"):
+            depth += 1 if events[i].role == "open" else -1
+            if depth == 0:
+                return i + 1
+    return len(events)
+
+
+def _sentences(text: str) -> list[tuple[str, int, int]]:
+    """(sentence, start, end) of each sentence to translate in a unit's text."""
+    found, at = [], 0
+    for piece in split_text(text):
+        if piece.translate:
+            found.append((piece.text, at, at + len(piece.text)))
+        at += len(piece.text)
+    return found
+
+
+def _render_unit(unit: Unit, given) -> str:
+    sentences = _sentences(unit.text)
+    inside, outside = _assign(unit.tags, sentences)
+    out, at, tag = [], 0, 0
+    for k, (sentence, start, end) in enumerate(sentences):
+        text, alignment = next(given)
+        out.append(_text_with_tags(unit.text, at, start, outside, tag))
+        tag += sum(1 for t in outside[tag:] if t.at <= start)
+        out.append(_render_sentence(sentence, start, inside[k], text, alignment))
+        at = end
+    out.append(_text_with_tags(unit.text, at, len(unit.text), outside, tag))
+    return "".join(out)
+
+
+def _text_with_tags(text: str, start: int, end: int, tags: list[Tag], first: int) -> str:
+    """text[start:end] escaped, with the tags from `first` on that lie in [start, end] at their offsets (those at
+    `end` too: what follows is a sentence whose tags come after them)."""
+    out, at = [], start
+    for tag in tags[first:]:
+        if tag.at > end:
+            break
+        # A tag inside the sentence before (an element crossing sentences) comes right after it.
+        out += [html.escape(text[at:max(at, tag.at)], quote=False), tag.raw]
+        at = max(at, tag.at)
+    out.append(html.escape(text[at:end], quote=False))
+    return "".join(out)
+
+
+def _assign(tags: list[Tag], sentences: list[tuple[str, int, int]]) -> tuple[list[list], list[Tag]]:
+    """Per sentence, its elements (a tree) and the lone tags strictly inside it; and the tags outside every
+    sentence (between sentences, or an element crossing sentences), in order."""
+    inside: list[list] = [[] for _ in sentences]
+    outside: list[Tag] = []
+
+    def sentence_of(lo: int, hi: int) -> int | None:
+        return next((k for k, (_, s, e) in enumerate(sentences) if s <= lo and hi <= e), None)
+
+    stack: list[tuple[Tag, list]] = [(Tag(0, "", "root"), [])]
+    for tag in tags:
+        if tag.role == "open":
+            stack.append((tag, []))
+        elif tag.role == "close" and len(stack) > 1 and stack[-1][0].name == tag.name:
+            opened, children = stack.pop()
+            stack[-1][1].append((opened, tag, children))
+        else:
+            stack[-1][1].append((tag, None, []))
+    for opened, children in stack[1:]:  # left open at the unit's end: each a lone tag
+        stack[0][1].append((opened, None, []))
+        stack[0][1].extend(children)
+
+    def visit(nodes, parent: list | None):
+        for opened, closed, children in nodes:
+            hi = closed.at if closed else opened.at
+            k = sentence_of(opened.at, hi)
+            strictly = k is not None and (closed is not None or sentences[k][1] < opened.at < sentences[k][2])
+            if strictly and parent is None:
+                start = sentences[k][1]
+                element = _element(opened, closed, start)
+                inside[k].append(element)
+                visit_children(children, element, start)
+            else:
+                outside.append(opened)
+                visit(children, None)
+                if closed:
+                    outside.append(closed)
+
+    def visit_children(nodes, parent: Element, start: int):
+        for opened, closed, children in nodes:
+            element = _element(opened, closed, start)
+            parent.children.append(element)
+            visit_children(children, element, start)
+
+    visit(stack[0][1], None)
+    outside.sort(key=lambda t: t.at)  # stable: tags at one offset keep their order
+    return inside, outside
+
+
+def _element(opened: Tag, closed: Tag | None, start: int) -> Element:
+    end = closed.at if closed else opened.at
+    return Element(opened.at - start, end - start, opened.raw, closed.raw if closed else "", opened.kept)
+
+
+def _render_sentence(source: str, start: int, elements: list[Element], text: str, alignment: str | None) -> str:
+    links = [tuple(map(int, link.split("-"))) for link in (alignment or "").split()]
+    src_words = [m.span() for m in WORD.finditer(source)]
+    tgt_words = [m.span() for m in WORD.finditer(text)]
+    placer = _Placer(source, src_words, text, tgt_words, links)
+    placer.place(elements, 0, len(text))
+    return _render(text, 0, len(text), elements)
+
+
+def _render(text: str, lo: int, hi: int, elements: list[Element]) -> str:
+    out, at = [], lo
+    for e in sorted(elements, key=lambda e: e.target):
+        s, t = e.target
+        out += [html.escape(text[at:s], quote=False), e.open]
+        out.append(e.kept if e.kept is not None else _render(text, s, t, e.children))
+        out.append(e.close)
+        at = t
+    out.append(html.escape(text[at:hi], quote=False))
+    return "".join(out)
+
+
+class _Placer:
+    """Target spans for the elements of one sentence (see the module's docstring)."""
+
+    def __init__(self, source, src_words, text, tgt_words, links):
+        self.source, self.src_words, self.text, self.tgt_words = source, src_words, text, tgt_words
+        self.aligned: dict[int, list[int]] = {}
+        for i, j in links:
+            if i < len(src_words) and j < len(tgt_words):
+                self.aligned.setdefault(i, []).append(j)
+
+    def place(self, elements: list[Element], lo: int, hi: int) -> None:
+        """Each element's target span inside [lo, hi], siblings in target order without overlap."""
+        for e in elements:
+            e.target = self._span(e) or (self._position(e.start),) * 2
+            e.target = (min(max(e.target[0], lo), hi), min(max(e.target[1], lo), hi))
+        at = lo
+        for e in sorted(elements, key=lambda e: e.target):
+            s = max(e.target[0], at)
+            e.target = (s, max(e.target[1], s))
+            at = e.target[1]
+            self.place(e.children, *e.target)
+
+    def _span(self, e: Element) -> tuple[int, int] | None:
+        words = [i for i, (s, t) in enumerate(self.src_words) if s < e.end and t > e.start]
+        if not words:
+            return None
+        if words[0] == 0 and words[-1] == len(self.src_words) - 1 and self.tgt_words:
+            return self.tgt_words[0][0], self.tgt_words[-1][1]  # the whole sentence
+        own = self.source[e.start:e.end].strip()
+        found = [m.span() for m in re.finditer(rf"(?<!\w){re.escape(own)}(?!\w)", self.text)] if own else []
+        if len(found) == 1:
+            return found[0]
+        targets = sorted(j for i in words for j in self.aligned.get(i, []))
+        if not targets:
+            return None
+        start, end = self.tgt_words[targets[0]][0], self.tgt_words[targets[-1]][1]
+        while end - 1 > start and self.text[end - 1] in TRAILING and not own.endswith(self.text[end - 1]):
+            end -= 1  # "package." for "<paket>": the sentence's full stop stays outside
+        return start, end
+
+    def _position(self, offset: int) -> int:
+        """Where a zero-width element at source `offset` goes: before the target of the word after it, else
+        after the target of the word before it, else the sentence's start or end."""
+        after = next((i for i, (s, _) in enumerate(self.src_words) if s >= offset), None)
+        if after is not None and self.aligned.get(after):
+            return self.tgt_words[min(self.aligned[after])][0]
+        before = next((i for i in reversed(range(len(self.src_words))) if self.src_words[i][1] <= offset), None)
+        if before is not None and self.aligned.get(before):
+            return self.tgt_words[max(self.aligned[before])][1]
+        return 0 if after == 0 or before is None else len(self.text)

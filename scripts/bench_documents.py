@@ -1,0 +1,168 @@
+"""Inline markup in translated HTML: where the tags land, what the markup costs in BLEU, and documents a minute,
+for mt serve (whole sentences, tags placed by word alignment: mt/documents/inline_markup.py), the fragment-by-
+fragment way (each text run between tags translated alone, as mt did before and Argos does when a tag's text is
+not found), and LibreTranslate 1.9.6 on the same model's CTranslate2 export (its `/translate` with format html).
+
+Held-out sentences: the dev set's lines with a token that appears once, unchanged, in the source and in the
+reference (a number, a name, a command: a word with a digit or a capital letter, or with `-`, `.`, `_`, `/`
+inside). Each such line becomes a paragraph `<p>` with that token wrapped in `<b>`; documents hold --paragraphs
+paragraphs each. A paragraph's tag is placed right when the output holds `<b>TOKEN</b>` exactly (the check the
+issue asks for, automatic where the token is copied). BLEU is of the output with its tags removed against the
+references, beside `mt translate`-style plain text of the same lines (format text) from the same server.
+
+    .venv/bin/python scripts/bench_documents.py [--model runs/demo/checkpoint_best.pt] [--lines 883]
+        [--paragraphs 20] [--servers mt,fragments,libretranslate]
+"""
+
+import argparse
+import html
+import json
+import re
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import sacrebleu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_serve import ROOT, prepare_lt, start_lt, start_mt  # noqa: E402
+
+DATA = ROOT / "data" / "ddtp-de-en"
+TOKEN = re.compile(r"^[\w.\-/+]+$")
+PLACED = re.compile(r"<b>(.*?)</b>", re.S)
+
+
+def copied_token(source: str, reference: str) -> str | None:
+    """A token found once, as a whole word, in both sides: the first with a digit, a capital, or inner
+    punctuation (names, versions, commands)."""
+    for word in source.split():
+        word = word.strip(".,;:!?()\"'")
+        if len(word) < 2 or not TOKEN.match(word):
+            continue
+        if not (any(c.isdigit() for c in word) or word[0].isupper() or any(c in word[1:-1] for c in "-./_")):
+            continue
+        pattern = rf"(?<![\w-]){re.escape(word)}(?![\w-])"
+        if len(re.findall(pattern, source)) == 1 and len(re.findall(pattern, reference)) == 1:
+            return word
+    return None
+
+
+def paragraphs(lines: int) -> list[tuple[str, str, str]]:
+    """(source, reference, token) of the dev lines that have a copied token."""
+    sources = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:lines]
+    references = (DATA / "dev.en").read_text(encoding="utf-8").splitlines()[:lines]
+    found = []
+    for source, reference in zip(sources, references):
+        token = copied_token(source, reference)
+        if token:
+            found.append((source, reference, token))
+    return found
+
+
+def marked(source: str, token: str) -> tuple[str, str, str]:
+    """The source cut around its token: (before, token, after)."""
+    m = re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", source)
+    return source[:m.start()], token, source[m.end():]
+
+
+def post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url + "/translate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.load(response)
+
+
+def html_documents(items, size: int) -> list[list[str]]:
+    docs = []
+    for i in range(0, len(items), size):
+        docs.append([f"<p>{html.escape(b, quote=False)}<b>{html.escape(t, quote=False)}</b>"
+                     f"{html.escape(a, quote=False)}</p>" for b, t, a in (marked(s, tok) for s, _, tok in
+                                                                          items[i:i + size])])
+    return docs
+
+
+def by_documents(url: str, docs: list[list[str]]) -> list[str]:
+    """Each document in one request (format html); its paragraphs back."""
+    out = []
+    for doc in docs:
+        translated = post(url, {"q": "\n".join(doc), "source": "de", "target": "en", "format": "html"})
+        out += re.findall(r"<p>(.*?)</p>", translated["translatedText"], re.S)
+    return out
+
+
+def by_fragments(url: str, items) -> list[str]:
+    """Each paragraph's three text runs translated alone (format text keeps their surrounding spaces)."""
+    out = []
+    for source, _, token in items:
+        runs = marked(source, token)
+        done = iter(post(url, {"q": [r for r in runs if r.strip()], "source": "de", "target": "en"})["translatedText"])
+        texts = [next(done) if r.strip() else r for r in runs]
+        out.append(f"{html.escape(texts[0], quote=False)}<b>{html.escape(texts[1], quote=False)}</b>"
+                   f"{html.escape(texts[2], quote=False)}")
+    return out
+
+
+def plain(url: str, items) -> list[str]:
+    return post(url, {"q": [s for s, _, _ in items], "source": "de", "target": "en"})["translatedText"]
+
+
+def score(name: str, outputs: list[str], items, seconds: float, documents: int) -> dict:
+    placed = sum(f"<b>{html.escape(token, quote=False)}</b>" in out for out, (_, _, token) in zip(outputs, items))
+    text = [html.unescape(re.sub(r"<[^>]+>", "", out)) for out in outputs]
+    bleu = sacrebleu.corpus_bleu(text, [[r for _, r, _ in items]]).score
+    row = {"server": name, "paragraphs": len(items), "tags_placed": placed,
+           "accuracy": round(100 * placed / len(items), 1), "bleu": round(bleu, 2),
+           "documents_per_min": round(60 * documents / seconds, 1), "seconds": round(seconds, 1)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(ROOT / "runs" / "demo" / "checkpoint_best.pt"))
+    ap.add_argument("--lines", type=int, default=883)
+    ap.add_argument("--paragraphs", type=int, default=20)
+    ap.add_argument("--servers", default="mt,fragments,libretranslate")
+    ap.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"))
+    args = ap.parse_args()
+    items = paragraphs(args.lines)
+    docs = html_documents(items, args.paragraphs)
+    servers = args.servers.split(",")
+    work = Path(tempfile.mkdtemp(prefix="bench-documents-"))
+    rows = []
+    proc, url = start_mt(args.model, ("de", "en"), True, "cpu", work)
+    try:
+        start = time.perf_counter()
+        references = plain(url, items)
+        rows.append(score("mt, plain text (no markup)", references, items, time.perf_counter() - start, len(docs)))
+        if "mt" in servers:
+            start = time.perf_counter()
+            rows.append(score("mt serve, format html", by_documents(url, docs), items, time.perf_counter() - start,
+                              len(docs)))
+        if "fragments" in servers:
+            start = time.perf_counter()
+            rows.append(score("fragment by fragment (mt serve, format text)", by_fragments(url, items), items,
+                              time.perf_counter() - start, len(docs)))
+    finally:
+        proc.stop()
+    if "libretranslate" in servers:
+        launcher = prepare_lt(args.model, ("de", "en"), Path(args.ltvenv), "cpu", work)
+        proc, url = start_lt(launcher, ("de", "en"), Path(args.ltvenv), "cpu", work, None, "0")
+        try:
+            start = time.perf_counter()
+            rows.append(score("LibreTranslate 1.9.6, format html", by_documents(url, docs), items,
+                              time.perf_counter() - start, len(docs)))
+        finally:
+            proc.stop()
+    print(f"{len(items)} paragraphs with a copied token, from the first {args.lines} dev lines, in {len(docs)} "
+          f"documents of {args.paragraphs}")
+    print("| server | tags placed | BLEU (tags removed) | documents/min |\n|---|---:|---:|---:|")
+    for row in rows:
+        placed = f"{row['tags_placed']}/{row['paragraphs']} ({row['accuracy']}%)"
+        print(f"| {row['server']} | {placed} | {row['bleu']:.2f} | {row['documents_per_min']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""HTML's inline markup put back around the words a whole sentence's translation aligns to
+(mt/documents/inline_markup.py), with translations and alignments given here; through a real server and model:
+tests/test_server.py."""
+
+from __future__ import annotations
+
+from mt.documents.inline_markup import HtmlDocument
+
+
+def translated(document: str, *translations: tuple[str, str]) -> tuple[list[str], str]:
+    doc = HtmlDocument(document)
+    return doc.sentences, doc.render(list(translations))
+
+
+def test_an_inline_element_goes_around_the_words_aligned_to_its_own():
+    sentences, out = translated("<p>Das ist <b>sehr</b> gut.</p>", ("This is very good.", "0-0 1-1 2-2 3-3"))
+    assert sentences == ["Das ist sehr gut."]  # one sentence, not three fragments
+    assert out == "<p>This is <b>very</b> good.</p>"
+
+
+def test_the_translation_may_reorder_the_words():
+    _, out = translated("Ich habe <i>den Hund</i> gestern <b>gesehen</b>.",
+                        ("I saw the dog yesterday.", "0-0 1-1 2-2 3-3 4-4 5-1"))
+    assert out == "I <b>saw</b> <i>the dog</i> yesterday."
+
+
+def test_nested_two_deep_and_attributes_kept_byte_for_byte():
+    document = '<p>Er <span class="a"  data-x=\'1\'>war <EM title="t">wirklich</EM> müde</span> heute.</p>'
+    _, out = translated(document, ("He was really tired today.", "0-0 1-1 2-2 3-3 4-4"))
+    assert out == '<p>He <span class="a"  data-x=\'1\'>was <EM title="t">really</EM> tired</span> today.</p>'
+
+
+def test_text_found_once_in_the_translation_is_wrapped_whatever_the_alignment_says():
+    _, out = translated("Version <b>2.0</b> von <i>mt</i> ist da.",
+                        ("Version 2.0 of mt is here.", "0-0 1-4 2-2 3-0 4-3 5-5"))
+    assert out == "Version <b>2.0</b> of <i>mt</i> is here."
+
+
+def test_an_element_covering_the_sentence_covers_its_translation():
+    _, out = translated("<li><a href='#x'>Das ist gut.</a></li>", ("That is good.", ""))
+    assert out == "<li><a href='#x'>That is good.</a></li>"
+
+
+def test_unaligned_empty_and_void_elements_go_where_their_neighbours_go():
+    _, out = translated('Ein <a id="m"></a>Bild <img src="i.png" alt="x"> hier.',
+                        ("A picture here.", "0-0 1-1 2-2"))
+    assert out == 'A <a id="m"></a>picture <img src="i.png" alt="x">here.'
+
+
+def test_code_and_translate_no_come_back_as_sent():
+    document = ('<p>Führen Sie <code>apt-get &lt;paket&gt;</code> aus.</p>'
+                '<div translate="no">Nicht <b>übersetzen</b></div><pre>x <b>y</b></pre>')
+    sentences, out = translated(document, ("Run apt-get package.", "0-0 1-0 2-1 3-2 4-0"))
+    assert sentences == ["Führen Sie apt-get <paket> aus."]
+    assert out == ('<p>Run <code>apt-get &lt;paket&gt;</code>.</p><div translate="no">Nicht <b>übersetzen</b></div>'
+                   '<pre>x <b>y</b></pre>')
+
+
+def test_line_breaks_and_blocks_end_units_and_sentences_are_translated_apart():
+    sentences, out = translated("<p>Eins. <b>Zwei</b> drei.<br>Vier</p>",
+                                ("One.", "0-0"), ("Two three.", "0-0 1-1"), ("Four", "0-0"))
+    assert sentences == ["Eins.", "Zwei drei.", "Vier"]
+    assert out == "<p>One. <b>Two</b> three.<br>Four</p>"
+
+
+def test_an_element_crossing_sentences_keeps_its_tags_in_order():
+    _, out = translated("Eins <b>zwei. Drei</b> vier.", ("One two.", "0-0 1-1"), ("Three four.", "0-0 1-1"))
+    assert out.count("<b>") == 1 and out.count("</b>") == 1 and out.index("<b>") < out.index("</b>")
+    assert out.replace("<b>", "").replace("</b>", "") == "One two. Three four."
+
+
+def test_siblings_that_align_to_the_same_words_do_not_overlap():
+    _, out = translated("<b>Der</b> <i>Hund</i> bellt.", ("The dog barks.", "0-1 1-1 2-2"))
+    assert out == "The <b>dog</b><i></i> barks."
+
+
+def test_entities_are_decoded_for_the_model_and_escaped_again():
+    sentences, out = translated("<p>Hund &amp; Katze &lt;3</p>", ("Dog & cat <3", "0-0 1-1 2-2 3-3"))
+    assert sentences == ["Hund & Katze <3"]
+    assert out == "<p>Dog &amp; cat &lt;3</p>"
+
+
+def test_a_document_without_text_comes_back_as_sent():
+    document = '<!DOCTYPE html><html><head><style>b { x: "<i>" }</style></head><body><!-- c --></body></html>'
+    sentences, out = translated(document)
+    assert sentences == [] and out == document

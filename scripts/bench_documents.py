@@ -104,16 +104,23 @@ def by_fragments(url: str, items) -> list[str]:
     return out
 
 
-def plain(url: str, items) -> list[str]:
-    return post(url, {"q": [s for s, _, _ in items], "source": "de", "target": "en"})["translatedText"]
+def plain(url: str, items, size: int) -> list[str]:
+    """The sources without markup, a document's worth a request (format text)."""
+    out = []
+    for i in range(0, len(items), size):
+        out += post(url, {"q": [s for s, _, _ in items[i:i + size]], "source": "de", "target": "en"})["translatedText"]
+    return out
 
 
 def score(name: str, outputs: list[str], items, seconds: float, documents: int) -> dict:
     placed = sum(f"<b>{html.escape(token, quote=False)}</b>" in out for out, (_, _, token) in zip(outputs, items))
     text = [html.unescape(re.sub(r"<[^>]+>", "", out)) for out in outputs]
+    holding = sum(re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", t) is not None
+                  for t, (_, _, token) in zip(text, items))
     bleu = sacrebleu.corpus_bleu(text, [[r for _, r, _ in items]]).score
     row = {"server": name, "paragraphs": len(items), "tags_placed": placed,
-           "accuracy": round(100 * placed / len(items), 1), "bleu": round(bleu, 2),
+           "accuracy": round(100 * placed / len(items), 1), "holding_the_token": holding,
+           "accuracy_where_held": round(100 * placed / max(holding, 1), 1), "bleu": round(bleu, 2),
            "documents_per_min": round(60 * documents / seconds, 1), "seconds": round(seconds, 1)}
     print(json.dumps(row), flush=True)
     return row
@@ -135,7 +142,7 @@ def main() -> None:
     proc, url = start_mt(args.model, ("de", "en"), True, "cpu", work)
     try:
         start = time.perf_counter()
-        references = plain(url, items)
+        references = plain(url, items, args.paragraphs)
         rows.append(score("mt, plain text (no markup)", references, items, time.perf_counter() - start, len(docs)))
         if "mt" in servers:
             start = time.perf_counter()
@@ -158,10 +165,14 @@ def main() -> None:
             proc.stop()
     print(f"{len(items)} paragraphs with a copied token, from the first {args.lines} dev lines, in {len(docs)} "
           f"documents of {args.paragraphs}")
-    print("| server | tags placed | BLEU (tags removed) | documents/min |\n|---|---:|---:|---:|")
+    print("| server | tags placed right | outputs holding the token | placed right where held | BLEU (tags removed) "
+          "| documents/min |\n|---|---:|---:|---:|---:|---:|")
     for row in rows:
-        placed = f"{row['tags_placed']}/{row['paragraphs']} ({row['accuracy']}%)"
-        print(f"| {row['server']} | {placed} | {row['bleu']:.2f} | {row['documents_per_min']} |")
+        tagged = "no markup" not in row["server"]
+        placed = f"{row['tags_placed']}/{row['paragraphs']} ({row['accuracy']}%)" if tagged else "-"
+        where = f"{row['accuracy_where_held']}%" if tagged else "-"
+        print(f"| {row['server']} | {placed} | {row['holding_the_token']} | {where} | {row['bleu']:.2f} | "
+              f"{row['documents_per_min']} |")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@ Block elements (p, div, li, td, h1, ...), line breaks (br), comments outside tex
 stay where they are. Each run of text between them, with the inline elements inside it (b, i, em, strong, a,
 span, code, sub, sup, u, and any tag not known as a block), is one unit: its text is cut into sentences
 (mt/documents/text.py) and each sentence is translated whole, not fragment by fragment. An inline element
-inside a sentence is then put around target words: where its text occurs exactly once in the translation, as
-a whole word or words (names, numbers, commands), around that; else from the first to the last target word
-aligned to its source words (cross-attention, mt/decoding/attention_alignment.py). An element whose words align
+inside a sentence is then put around target words: where its text occurs in the translation as a whole word or
+words (names, numbers, commands), around that (the occurrence its alignment points at, if several); else from
+the first to the last target word aligned to its source words (cross-attention, mt/decoding/attention_alignment.py). An element whose words align
 to nothing, an empty one, and a void one (img, wbr) go where the word after it went (or after the word before
 it). Nested elements stay nested (a child is kept inside its parent's span), siblings do not overlap, and
 every tag is written back byte for byte as sent. The contents of code, kbd, samp, pre and of elements marked
@@ -267,9 +267,10 @@ class _Placer:
             return self.tgt_words[0][0], self.tgt_words[-1][1]  # the whole sentence
         own = self.source[e.start:e.end].strip()
         found = [m.span() for m in re.finditer(rf"(?<!\w){re.escape(own)}(?!\w)", self.text)] if own else []
-        if len(found) == 1:
-            return found[0]
         targets = sorted(j for i in words for j in self.aligned.get(i, []))
+        if found:  # its own text, copied: the occurrence the alignment points at, else the first
+            spans = [self.tgt_words[j] for j in targets]
+            return next((f for f in found if any(s < f[1] and f[0] < t for s, t in spans)), found[0])
         if not targets:
             return None
         start, end = self.tgt_words[targets[0]][0], self.tgt_words[targets[-1]][1]

@@ -264,14 +264,18 @@ def translate(
     alignment: Annotated[bool, typer.Option("--alignment", help="Add <TAB> and Moses word alignments i-j.")] = False,
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
+    input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .srt .vtt "
+                                              ".docx; else lines), lines, text, html, srt, vtt or docx.")] = "auto",
     decode: DecodeChoices = None,
 ):
-    """Translate lines from stdin (or -i) to stdout (or -o); defaults come from the checkpoint's decode section.
+    """Translate lines from stdin (or -i) to stdout (or -o), or a document (--input-format) into one of its
+    format; defaults come from the checkpoint's decode section.
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
     from mt.decoding.loading import load_translator
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
+    from mt.commands.translate_document import document_format, translate_document
     from mt.file_checks import check_input
     from mt.decoding.lines import LineFormat
 
@@ -280,8 +284,19 @@ def translate(
     _check_quantize(quantize)
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
+    document = document_format(input, input_format)
+    if document is not None:
+        line_options = {"--nbest": nbest is not None, "--scores": scores, "--output-format": output_format != "text",
+                        "--prefix": prefix, "--constraints": constraints, "--alignment": alignment}
+        given = next((option for option, value in line_options.items() if value), None)
+        if given:
+            raise MtError(f"{given}: for line input only; the input is read as {document} (--input-format lines "
+                          "reads it as lines)")
     tr = load_translator(checkpoint, device, quantize, raw_weights)
     opts = decode.applied_to(tr.cfg.decode)
+    if document is not None:
+        translate_document(tr, input, output, opts, document, _warn)
+        _exit_without_teardown()
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     fmt.check(opts)
     try:

@@ -1,5 +1,7 @@
 """Errors caused by the user's input. The CLI prints them as one line and exits non-zero."""
 
+import importlib
+
 
 class MtError(Exception):
     """A problem with a file, a config value or a checkpoint that the user can fix."""
@@ -23,3 +25,11 @@ class HttpError(MtError):
     def __init__(self, status: int, message: str, headers: dict | None = None):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
+
+
+def needs(module: str, package: str):
+    """The module `module` of an optional extra, or one line saying which package installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MtError(f"this needs {package}: pip install 'mt[documents]'") from None

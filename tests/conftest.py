@@ -27,7 +27,7 @@ from tests.mt_process import run_command
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.yaml"
 DATA = ROOT / "data" / "ddtp-de-en"
-EXTRAS = ("dev", "plot", "ct2", "serve", "hf")  # what the Makefile installs; the tests import them, none skips
+EXTRAS = ("dev", "plot", "ct2", "serve", "hf", "documents")  # what the Makefile installs; the tests import them, none skips
 INSTALL = f"pip install -e '.[{','.join(EXTRAS)}]'"
 
 

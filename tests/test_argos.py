@@ -16,9 +16,8 @@ import zipfile
 import pytest
 import torch
 
-from mt.symbols import EOS
 from tests.conftest import ROOT, TINY, one_error_line, run_mt, tiny_overrides
-from tests.test_marian import LINES, make_marian, spm_models  # noqa: F401 (a fixture)
+from tests.test_marian import LINES, few_words_model, make_marian, spm_models  # noqa: F401 (a fixture)
 
 LT_PYTHON = ROOT / ".venv-lt" / "bin" / "python"
 OFFLINE = ROOT / "scripts" / "libretranslate_offline.py"
@@ -47,15 +46,10 @@ def offline(home, *args, input=None) -> str:
 
 @pytest.fixture(scope="module")
 def package(spm_models, tmp_path_factory):  # noqa: F811
-    """(an Argos package, a LibreTranslate home where argostranslate installed it): a small Marian model with
-    random weights (tests/test_marian.py), imported, its end-of-sentence bias lowered so that beam search with
-    argostranslate's mild length penalty writes a few pieces before ending, then exported."""
+    """(an Argos package, a LibreTranslate home where argostranslate installed it) of a small model that writes a
+    few pieces before ending, also with argostranslate's mild length penalty (tests/test_marian.py)."""
     folder = tmp_path_factory.mktemp("argos")
-    make_marian(folder / "hf", spm_models["both"], spm_models["both"], "swish")
-    run_mt("import", folder / "hf", "-o", folder / "model.pt")
-    checkpoint = torch.load(folder / "model.pt", weights_only=True)
-    checkpoint["model"]["output_bias"][EOS] -= 1.5
-    torch.save(checkpoint, folder / "model.pt")
+    few_words_model(folder, spm_models["both"])
     run_mt("export", "-c", folder / "model.pt", "--format", "argos", "--source-lang", "de", "--target-lang", "en",
            "-o", folder / "small.argosmodel")
     offline(folder / "home", "install", folder / "small.argosmodel")
@@ -209,7 +203,7 @@ def test_bad_packages_are_one_line_each_and_write_nothing(tmp_path):
         "no-from.argosmodel": (lambda p: _zip(p, {"pkg/metadata.json": b'{"type": "translate", "to_code": "en"}'}),
                                "no from_code; an Argos translation package names from_code, to_code"),
         "escape.argosmodel": (lambda p: _zip(p, {"pkg/../../evil.txt": b"x"}),
-                              "member 'pkg/../../evil.txt' would be written outside the package folder"),
+                              "member 'pkg/../../evil.txt' would be written outside the folder it unpacks into"),
         "bomb.argosmodel": (lambda p: _zip(p, {"pkg/metadata.json": _metadata(),
                                                "pkg/model/model.bin": bytes(20 << 20)}),
                             "member 'pkg/model/model.bin' unpacks"),

@@ -5,6 +5,7 @@ tests/test_server.py."""
 from __future__ import annotations
 
 from mt.documents.inline_markup import HtmlDocument
+from mt.documents.runs import RunsParagraph
 
 
 def translated(document: str, *translations: tuple[str, str]) -> tuple[list[str], str]:
@@ -84,3 +85,15 @@ def test_a_document_without_text_comes_back_as_sent():
     document = '<!DOCTYPE html><html><head><style>b { x: "<i>" }</style></head><body><!-- c --></body></html>'
     sentences, out = translated(document)
     assert sentences == [] and out == document
+
+
+def test_a_paragraphs_runs_take_the_words_aligned_to_their_own():
+    """docx runs: the longest is the base, text between the others' spans goes to it (white space alone to the
+    run before), a run the translation moves is written where it now is."""
+    paragraph = RunsParagraph(["Ich habe den Hund ", "gestern", " gesehen."])
+    assert paragraph.sentences == ["Ich habe den Hund gestern gesehen."]
+    assert paragraph.render(iter([("I saw the dog yesterday.", "0-0 1-1 2-2 3-3 4-4 5-1")])) == \
+        [(0, "I "), (2, "saw"), (0, " the dog "), (1, "yesterday"), (0, ".")]
+    assert RunsParagraph(["Das ist ", "sehr", " gut, ", "danke", "."]).render(
+        iter([("That is very good, thanks.", "0-0 1-1 2-2 3-3 4-4")])) == \
+        [(0, "That is "), (1, "very "), (2, "good, "), (3, "thanks"), (4, ".")]

@@ -84,6 +84,17 @@ def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int
     return model
 
 
+def few_words_model(folder, spm: bytes):
+    """A checkpoint of a small random Marian model (one sentencepiece model), imported, its end-of-sentence bias
+    lowered so that beam search writes a few pieces before ending: outputs to place markup in, in a second."""
+    make_marian(folder / "hf", spm, spm, "swish")
+    run_mt("import", folder / "hf", "-o", folder / "model.pt")
+    checkpoint = torch.load(folder / "model.pt", weights_only=True)
+    checkpoint["model"]["output_bias"][EOS] -= 1.5
+    torch.save(checkpoint, folder / "model.pt")
+    return folder / "model.pt"
+
+
 VARIANTS = [("swish", "shared"), ("relu", "shared"), ("swish", "separate"), ("relu", "separate")]
 
 

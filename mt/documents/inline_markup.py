@@ -76,7 +76,7 @@ class HtmlDocument:
 
     def render(self, translations: list[tuple[str, str | None]]) -> str:
         given = iter(translations)
-        return "".join(part if isinstance(part, str) else _render_unit(part, given) for part in self.parts)
+        return "".join(part if isinstance(part, str) else render_unit(part, given) for part in self.parts)
 
 
 def _units(events: list[Event]) -> list[str | Unit]:
@@ -134,21 +134,27 @@ def _sentences(text: str) -> list[tuple[str, int, int]]:
     return found
 
 
-def _render_unit(unit: Unit, given) -> str:
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def render_unit(unit: Unit, given, escape=_escape) -> str:
+    """The unit with its sentences' translations (the next ones of `given`, (text, alignment) each) and its tags
+    placed; the text through `escape`."""
     sentences = _sentences(unit.text)
     inside, outside = _assign(unit.tags, sentences)
     out, at, tag = [], 0, 0
     for k, (sentence, start, end) in enumerate(sentences):
         text, alignment = next(given)
-        out.append(_text_with_tags(unit.text, at, start, outside, tag))
+        out.append(_text_with_tags(unit.text, at, start, outside, tag, escape))
         tag += sum(1 for t in outside[tag:] if t.at <= start)
-        out.append(_render_sentence(sentence, start, inside[k], text, alignment))
+        out.append(_render_sentence(sentence, start, inside[k], text, alignment, escape))
         at = end
-    out.append(_text_with_tags(unit.text, at, len(unit.text), outside, tag))
+    out.append(_text_with_tags(unit.text, at, len(unit.text), outside, tag, escape))
     return "".join(out)
 
 
-def _text_with_tags(text: str, start: int, end: int, tags: list[Tag], first: int) -> str:
+def _text_with_tags(text: str, start: int, end: int, tags: list[Tag], first: int, escape) -> str:
     """text[start:end] escaped, with the tags from `first` on that lie in [start, end] at their offsets (those at
     `end` too: what follows is a sentence whose tags come after them)."""
     out, at = [], start
@@ -156,9 +162,9 @@ def _text_with_tags(text: str, start: int, end: int, tags: list[Tag], first: int
         if tag.at > end:
             break
         # A tag inside the sentence before (an element crossing sentences) comes right after it.
-        out += [html.escape(text[at:max(at, tag.at)], quote=False), tag.raw]
+        out += [escape(text[at:max(at, tag.at)]), tag.raw]
         at = max(at, tag.at)
-    out.append(html.escape(text[at:end], quote=False))
+    out.append(escape(text[at:end]))
     return "".join(out)
 
 
@@ -216,24 +222,25 @@ def _element(opened: Tag, closed: Tag | None, start: int) -> Element:
     return Element(opened.at - start, end - start, opened.raw, closed.raw if closed else "", opened.kept)
 
 
-def _render_sentence(source: str, start: int, elements: list[Element], text: str, alignment: str | None) -> str:
+def _render_sentence(source: str, start: int, elements: list[Element], text: str, alignment: str | None,
+                     escape) -> str:
     links = [tuple(map(int, link.split("-"))) for link in (alignment or "").split()]
     src_words = [m.span() for m in WORD.finditer(source)]
     tgt_words = [m.span() for m in WORD.finditer(text)]
     placer = _Placer(source, src_words, text, tgt_words, links)
     placer.place(elements, 0, len(text))
-    return _render(text, 0, len(text), elements)
+    return _render(text, 0, len(text), elements, escape)
 
 
-def _render(text: str, lo: int, hi: int, elements: list[Element]) -> str:
+def _render(text: str, lo: int, hi: int, elements: list[Element], escape) -> str:
     out, at = [], lo
     for e in sorted(elements, key=lambda e: e.target):
         s, t = e.target
-        out += [html.escape(text[at:s], quote=False), e.open]
-        out.append(e.kept if e.kept is not None else _render(text, s, t, e.children))
+        out += [escape(text[at:s]), e.open]
+        out.append(e.kept if e.kept is not None else _render(text, s, t, e.children, escape))
         out.append(e.close)
         at = t
-    out.append(html.escape(text[at:hi], quote=False))
+    out.append(escape(text[at:hi]))
     return "".join(out)
 
 

@@ -19,15 +19,13 @@ from pathlib import Path
 
 import torch
 
+from mt.documents.archives import check_members
 from mt.errors import MtError
 from mt.files import atomic_write
 from mt.interop.ctranslate2 import export_ctranslate2
 
 DEFAULT_QUANTIZATION = "int8"  # what LibreTranslate's own packages hold
 ARGOS_VERSION = "1.9"  # the package format argostranslate 1.9 and later read (metadata.json's argos_version)
-MAX_MEMBERS = 10_000
-MAX_UNPACKED = 8 << 30  # bytes, all members together
-MAX_RATIO = 200  # unpacked / packed, per member: a zip bomb's members are far above it
 REQUIRED = ("type", "from_code", "to_code")
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish",
                   "fi": "Finnish", "fr": "French", "it": "Italian", "ja": "Japanese", "nl": "Dutch", "pl": "Polish",
@@ -153,7 +151,7 @@ def _unpack(archive: Path, into: Path) -> Path:
         raise MtError(f"{archive}: cannot read ({e.strerror})") from None
     with z:
         members = z.infolist()
-        _check_members(archive, members)
+        check_members(archive, members)
         tops = {m.filename.split("/", 1)[0] for m in members}
         if len(tops) != 1:
             raise MtError(f"{archive}: holds {len(tops)} top-level entries; an Argos package is one folder")
@@ -162,28 +160,6 @@ def _unpack(archive: Path, into: Path) -> Path:
         except (zipfile.BadZipFile, RuntimeError, OSError, EOFError) as e:
             raise MtError(f"{archive}: damaged or encrypted ({e})") from None
     return into / tops.pop()
-
-
-def _check_members(archive: Path, members: list[zipfile.ZipInfo]) -> None:
-    if not members:
-        raise MtError(f"{archive}: an empty archive, not an Argos package")
-    if len(members) > MAX_MEMBERS:
-        raise MtError(f"{archive}: {len(members)} members, more than an Argos package's {MAX_MEMBERS}")
-    total = 0
-    for m in members:
-        parts = Path(m.filename).parts
-        if m.filename.startswith(("/", "\\")) or ".." in parts or ":" in m.filename:
-            raise MtError(f"{archive}: member {m.filename!r} would be written outside the package folder")
-        if (m.external_attr >> 16) & 0o170000 == 0o120000:
-            raise MtError(f"{archive}: member {m.filename!r} is a symbolic link; a package holds files only")
-        if m.flag_bits & 0x1:
-            raise MtError(f"{archive}: member {m.filename!r} is encrypted")
-        if m.compress_size and m.file_size / m.compress_size > MAX_RATIO:
-            raise MtError(f"{archive}: member {m.filename!r} unpacks {m.file_size / m.compress_size:.0f} times its "
-                          f"packed size (more than {MAX_RATIO}): refused as a zip bomb")
-        total += m.file_size
-    if total > MAX_UNPACKED:
-        raise MtError(f"{archive}: unpacks to {total / 2**30:.1f} GiB, more than {MAX_UNPACKED >> 30} GiB")
 
 
 def _metadata(folder: Path, shown: Path) -> dict:

@@ -1,0 +1,52 @@
+"""`mt translate` of a document (`--input-format`, or -i's extension): text, HTML, subtitles or a Word file in,
+the same format out, its sentences translated in batches and put back with their markup (mt/documents/)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mt.config import DecodeConfig
+from mt.decoding.lines import LineText, translate_lines
+from mt.decoding.protocol import Translator
+from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
+from mt.errors import MtError
+from mt.files import atomic_write
+
+
+def document_format(input: str | None, given: str) -> str | None:
+    """The document format to read, or None for lines: `given`, or with auto -i's extension."""
+    if given == "lines" or (given == "auto" and input is None):
+        return None
+    if given == "auto":
+        return EXTENSIONS.get(Path(input).suffix.lower())
+    if given not in FORMATS:
+        raise MtError(f"--input-format: one of auto, lines, {', '.join(FORMATS)}, got '{given}'")
+    return given
+
+
+def translate_document(tr: Translator, input: str | None, output: str | None, opts: DecodeConfig, fmt: str,
+                       warn) -> None:
+    name = Path(input) if input else Path("<stdin>")
+    data = _read(input)
+    document = read_document(data, fmt, name)
+
+    def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
+        warn(f"warning: {name}: sentence {i + 1}: {length} tokens, truncated to {kept}")
+
+    lines = [LineText(sentence.strip(), i) for i, sentence in enumerate(document.sentences)]
+    found = translate_lines(tr, lines, opts, on_truncate=truncated, alignment=True) if lines else []
+    translated = document.render([(per[0].text, per[0].alignment) for per in found])
+    if output is None:
+        sys.stdout.buffer.write(translated)
+    else:
+        atomic_write(Path(output), lambda f: f.write(translated))
+
+
+def _read(input: str | None) -> bytes:
+    if input is None:
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        with open(input, "rb") as f:
+            data = f.read(MAX_BYTES + 1)  # enough for read_document to refuse a larger one
+    return data

@@ -1,0 +1,41 @@
+"""Which document class reads which format, and the format a file's extension names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt.documents.inline_markup import HtmlDocument
+from mt.documents.office import DocxDocument
+from mt.documents.subtitles import SrtDocument, VttDocument
+from mt.documents.text import TextDocument
+from mt.errors import MtError
+
+EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx"}
+FORMATS = ("text", "html", "srt", "vtt", "docx")
+MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
+
+
+def read_document(data: bytes, fmt: str, name: Path):
+    """The document in `data`: `.sentences` to translate, `.render(translations)` its translated bytes."""
+    if len(data) > MAX_BYTES:
+        raise MtError(f"{name}: {len(data) / 2**20:.0f} MiB, more than a document's {MAX_BYTES >> 20} MiB")
+    if fmt == "docx":
+        return DocxDocument(data, name)
+    if fmt in ("srt", "vtt"):
+        return (SrtDocument if fmt == "srt" else VttDocument)(data, name)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise MtError(f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); is it a "
+                      f"{fmt} file?") from None
+    return _Encoded(HtmlDocument(text) if fmt == "html" else TextDocument(text))
+
+
+class _Encoded:
+    """A text document whose translation is written as UTF-8 bytes."""
+
+    def __init__(self, document):
+        self.document, self.sentences = document, document.sentences
+
+    def render(self, translations) -> bytes:
+        return self.document.render(translations).encode("utf-8")

@@ -1,0 +1,177 @@
+"""`mt translate` of documents (mt/documents/): each format read back by its own library with the structure and
+formatting of the input, the text translated sentence by sentence as `mt translate` translates those sentences;
+and every bad input one line with nothing written. The model is a small random one that writes a few pieces
+per sentence (tests/test_marian.py)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from html.parser import HTMLParser
+
+import docx
+import pytest
+import srt
+import webvtt
+
+from tests.conftest import DATA, one_error_line, run_mt
+from tests.test_marian import few_words_model, spm_models  # noqa: F401 (a fixture)
+
+SENTENCES = [line for line in (DATA / "dev.de").read_text(encoding="utf-8").splitlines()
+             if line.endswith(".") and line.count(".") == 1 and 4 <= len(line.split()) <= 12][:6]
+
+
+@pytest.fixture(scope="module")
+def model(spm_models, tmp_path_factory):  # noqa: F811
+    return few_words_model(tmp_path_factory.mktemp("documents"), spm_models["both"])
+
+
+def plain(model, sentences: list[str]) -> list[str]:
+    """What `mt translate` gives each sentence as a line."""
+    return run_mt("translate", "-c", model, input="\n".join(sentences) + "\n").stdout.splitlines()
+
+
+class Tags(HTMLParser):
+    """Every tag with its attributes, and the text, of an HTML document."""
+
+    def __init__(self, document: str):
+        super().__init__()
+        self.tags, self.text = [], []
+        self.feed(document)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(("open", tag, attrs))
+
+    def handle_endtag(self, tag):
+        self.tags.append(("close", tag))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_keeps_every_tag_and_attribute_and_translates_whole_sentences(model, tmp_path):
+    s = SENTENCES
+    words = s[1].rstrip(".").split()
+    nested = f"{' '.join(words[:1])} <span class='x' data-n=\"1\">{words[1]} <b id=b>{words[2]}</b></span> " \
+             f"{' '.join(words[3:])}."
+    document = (f"<!DOCTYPE html><html><head><title>{s[0]}</title><style>p {{ x: '<b>' }}</style></head><body>"
+                f"<h1>{s[0]}</h1><p>{nested}</p><p>{s[2]}<br>{s[3]}</p><pre>{s[4]} <i>x</i></pre>"
+                f"<p><code>apt-get install</code> <img src='a.png' alt=\"x\"> {s[5]}</p></body></html>")
+    (tmp_path / "in.html").write_text(document, encoding="utf-8")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.html", "-o", tmp_path / "out.html")
+    out = (tmp_path / "out.html").read_text(encoding="utf-8")
+    assert Tags(out).tags == Tags(document).tags  # the same elements, nested the same, attributes as sent
+    for kept in ("<style>p { x: '<b>' }</style>", f"<pre>{s[4]} <i>x</i></pre>", "<code>apt-get install</code>",
+                 "<span class='x' data-n=\"1\">", "<b id=b>", "<img src='a.png' alt=\"x\">"):
+        assert kept in out
+    expected = plain(model, [s[0], s[1], s[2], s[3]])
+    text = "".join(Tags(out).text)
+    for translation in (expected[0], expected[2], expected[3]):
+        assert translation in text
+    assert " ".join("".join(Tags(out.split("<p>")[1]).text).split()) == " ".join(expected[1].split())
+
+
+def test_docx_keeps_paragraphs_runs_tables_and_headers(model, tmp_path):
+    s = SENTENCES
+    doc = docx.Document()
+    doc.sections[0].header.paragraphs[0].text = s[0]
+    p = doc.add_paragraph(s[1].split()[0] + " ")
+    bold = p.add_run(" ".join(s[1].split()[1:3]))
+    bold.bold = True
+    p.add_run(" " + " ".join(s[1].split()[3:]))
+    doc.add_paragraph(s[2], style="Heading 1")
+    table = doc.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = s[3]
+    table.cell(0, 1).paragraphs[0].add_run(s[4]).italic = True
+    doc.save(tmp_path / "in.docx")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.docx", "-o", tmp_path / "out.docx")
+    out = docx.Document(tmp_path / "out.docx")
+    expected = plain(model, s[:5])
+    assert out.sections[0].header.paragraphs[0].text == expected[0]
+    assert [p.style.name for p in out.paragraphs] == [p.style.name for p in doc.paragraphs]
+    assert out.paragraphs[0].text == expected[1]
+    assert any(r.bold for r in out.paragraphs[0].runs)  # where it goes: tests/test_inline_markup.py
+    assert out.paragraphs[1].text == expected[2]
+    cells = out.tables[0].rows[0].cells
+    assert (cells[0].text, cells[1].text) == (expected[3], expected[4])
+    assert all(r.italic for r in cells[1].paragraphs[0].runs)
+
+
+def test_subtitles_keep_numbering_timings_settings_and_voices(model, tmp_path):
+    s = SENTENCES
+    first, second = s[0].split()[:3], s[0].split()[3:]
+    (tmp_path / "in.srt").write_text(f"7\n00:00:01,000 --> 00:00:04,000\n{' '.join(first)}\n{' '.join(second)}\n\n"
+                                     f"9\n00:01:05,500 --> 00:01:07,250\n<i>{s[1]}</i>\n", encoding="utf-8")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.srt", "-o", tmp_path / "out.srt")
+    subtitles = list(srt.parse((tmp_path / "out.srt").read_text(encoding="utf-8")))
+    expected = plain(model, s[:2])
+    assert [(x.index, str(x.start), str(x.end)) for x in subtitles] == [(7, "0:00:01", "0:00:04"),
+                                                                        (9, "0:01:05.500000", "0:01:07.250000")]
+    assert " ".join(subtitles[0].content.split()) == " ".join(expected[0].split())
+    assert len(subtitles[0].content.split("\n")) == 2 or len(expected[0].split()) < 2
+    assert subtitles[1].content == f"<i>{expected[1]}</i>"
+    (tmp_path / "in.vtt").write_text(f"WEBVTT\n\nNOTE kept\n\ncue-1\n00:00:01.000 --> 00:00:04.000 align:start\n"
+                                     f"<v Hans Müller>{s[2]}\n", encoding="utf-8")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.vtt", "-o", tmp_path / "out.vtt")
+    out = (tmp_path / "out.vtt").read_text(encoding="utf-8")
+    cue = webvtt.from_string(out).captions[0]
+    assert "NOTE kept" in out and "align:start" in out and cue.identifier == "cue-1"
+    assert cue.raw_text == f"<v Hans Müller>{plain(model, [s[2]])[0]}"
+
+
+def _docx_bytes(**replace: bytes) -> bytes:
+    doc = docx.Document()
+    doc.add_paragraph("Hallo Welt.")
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    if not replace:
+        return buffer.getvalue()
+    out = io.BytesIO()
+    with zipfile.ZipFile(buffer) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            dst.writestr(item, replace.pop(item.filename, src.read(item.filename)))
+        for name, data in replace.items():  # members the document did not have
+            dst.writestr(name, data)
+    return out.getvalue()
+
+
+LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">'
+          b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;">]><d>&c;</d>')
+
+
+def test_bad_documents_are_one_line_each_and_write_nothing(model, tmp_path):
+    cases = {
+        "lies.docx": (b"<html>not a zip</html>", "not a Word document (.docx is a zip archive)"),
+        "encrypted.docx": (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512), "an encrypted Word document, or an old .doc"),
+        "bomb.docx": (_docx_bytes(**{"word/media/zeros.bin": bytes(30 << 20)}), "refused as a zip bomb"),
+        "laughs.docx": (_docx_bytes(**{"word/document.xml": LAUGHS}),
+                        "word/document.xml: declares a DTD or entities, which no such document has: refused"),
+        "timings.srt": (b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n", "not a valid SubRip file"),
+        "latin1.html": ("<p>Grüße</p>".encode("latin-1"), "not UTF-8 text (byte 0xfc at offset 5)"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"out-{name}"
+        line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
+        assert message in line and str(tmp_path / name) in line, line
+        assert not out.exists()
+    big = tmp_path / "big.html"
+    with open(big, "wb") as f:
+        f.truncate((100 << 20) + 1)
+    line = one_error_line(run_mt("translate", "-c", model, "-i", big, "-o", tmp_path / "out.html", check=False))
+    assert line == f"error: {big}: 100 MiB, more than a document's 100 MiB"
+    line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / "latin1.html", "--nbest", "2",
+                                 check=False))
+    assert line == "error: --nbest: for line input only; the input is read as html (--input-format lines reads it as lines)"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == []
+
+
+def test_runs_a_translation_reorders_are_written_in_its_order():
+    from mt.documents.office import _text_runs, _write
+
+    doc = docx.Document()
+    paragraph = doc.add_paragraph("A ")
+    paragraph.add_run("B").bold = True
+    paragraph.add_run(" C")
+    _write(_text_runs(paragraph._p), [(0, "x "), (2, "z "), (1, "y")])
+    assert [(r.text, bool(r.bold)) for r in paragraph.runs] == [("x ", False), ("z ", False), ("y", True)]

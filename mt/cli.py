@@ -476,6 +476,8 @@ def serve(
                                                     "CTranslate2's int8, what LibreTranslate decodes with).")] = None,
     max_body_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a request body; more: 413 "
                                                           "(default: 12 per --max-chars character + 64 KiB).")] = None,
+    max_file_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a file upload to /translate_file; "
+                                                          "more: 413 (default: 20 MiB).")] = None,
     read_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds a request may take to arrive "
                                                           "whole, from its first byte; more: 408.")] = None,
     keep_alive_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds an idle connection is "
@@ -502,8 +504,9 @@ def serve(
     _check_quantize(quantize)
     _check_port(host, port)
     specs = [ModelSpec.parse(text) for text in model]
-    given = {"max_body_bytes": max_body_bytes, "read_timeout": read_timeout, "keep_alive_timeout": keep_alive_timeout,
-             "shutdown_grace": shutdown_grace, "cors_origins": cors_origins, "metrics_token": metrics_auth_token}
+    given = {"max_body_bytes": max_body_bytes, "max_file_bytes": max_file_bytes, "read_timeout": read_timeout,
+             "keep_alive_timeout": keep_alive_timeout, "shutdown_grace": shutdown_grace, "cors_origins": cors_origins,
+             "metrics_token": metrics_auth_token}
     http = HttpSettings(**{name: value for name, value in given.items() if value is not None})
     settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
                              batching, log_text, threads, parallel_batches, http, quantize)
@@ -571,7 +574,8 @@ def export(
     raw_weights: RawWeights = False,
     source_lang: Annotated[Optional[str], typer.Option(
         help="argos: the source language code (default: data.src_lang, else the training file's extension).")] = None,
-    target_lang: Annotated[Optional[str], typer.Option(help="argos: the target language code (as --source-lang).")] = None,
+    target_lang: Annotated[Optional[str], typer.Option(
+        help="argos: the target language code (as --source-lang).")] = None,
     version: Annotated[str, typer.Option(help="argos: the package version.")] = "1.0",
     sentence_splitter: Annotated[Optional[Path], typer.Option(
         help="argos: a MiniSBD model (LANG.onnx) to pack for argostranslate's sentence splitting.")] = None,

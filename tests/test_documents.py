@@ -10,6 +10,7 @@ import zipfile
 from html.parser import HTMLParser
 
 import docx
+import httpx
 import pytest
 import srt
 import webvtt
@@ -175,3 +176,61 @@ def test_runs_a_translation_reorders_are_written_in_its_order():
     paragraph.add_run(" C")
     _write(_text_runs(paragraph._p), [(0, "x "), (2, "z "), (1, "y")])
     assert [(r.text, bool(r.bold)) for r in paragraph.runs] == [("x ", False), ("z ", False), ("y", True)]
+
+
+# ---------------------------------------------------------------- LibreTranslate's file API through mt serve
+
+
+@pytest.fixture(scope="module")
+def file_server(model):
+    from tests.test_server import RunningServer
+
+    running = RunningServer(model, "--max-file-bytes", str(2 << 20))
+    yield running
+    assert running.stop() == 0
+
+
+def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writes(file_server, model, tmp_path):
+    s = SENTENCES
+    doc = docx.Document()
+    doc.add_paragraph(s[0])
+    doc.add_paragraph(s[1]).runs[0].italic = True
+    doc.save(tmp_path / "Bericht.docx")
+    run_mt("translate", "-c", model, "-i", tmp_path / "Bericht.docx", "-o", tmp_path / "offline.docx")
+    with open(tmp_path / "Bericht.docx", "rb") as f:
+        answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
+                                  files={"file": ("Bericht.docx", f)})
+    assert answer.status_code == 200, answer.text
+    url = answer.json()["translatedFileUrl"]
+    assert url.startswith(file_server.url + "/download_file/") and url.endswith(".Bericht.docx")
+    download = httpx.get(url, timeout=60)
+    assert download.status_code == 200 and 'filename="Bericht.docx"' in download.headers["content-disposition"]
+    served, offline = docx.Document(io.BytesIO(download.content)), docx.Document(tmp_path / "offline.docx")
+    assert [p.text for p in served.paragraphs] == [p.text for p in offline.paragraphs] == plain(model, s[:2])
+    assert served.paragraphs[1].runs[0].italic
+    html = file_server.post("/translate_file", data={"source": "de", "target": "en"},
+                            files={"file": ("a.html", f"<p><b>{s[2]}</b></p>".encode())}).json()
+    assert httpx.get(html["translatedFileUrl"], timeout=60).text == f"<p><b>{plain(model, [s[2]])[0]}</b></p>"
+    settings = file_server.get("/frontend/settings").json()
+    assert settings["filesTranslation"] is True
+    assert settings["supportedFilesFormat"] == [".docx", ".htm", ".html", ".srt", ".txt", ".vtt", ".xhtml"]
+
+
+def test_bad_uploads_are_4xx_with_a_json_error(file_server):
+    def upload(name: str, data: bytes, **fields) -> httpx.Response:
+        return file_server.post("/translate_file", data={"source": "de", "target": "en", **fields},
+                                files={"file": (name, data)})
+
+    cases = [
+        (upload("a.pdf", b"%PDF-1.4"), 400, "a.pdf: mt translates .docx, .htm, .html, .srt, .txt, .vtt, .xhtml files"),
+        (upload("lies.docx", b"<p>not a zip</p>"), 400, "lies.docx: not a Word document (.docx is a zip archive)"),
+        (upload("t.srt", b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n"), 400, "t.srt: not a valid SubRip file"),
+        (upload("big.txt", bytes(3 << 20)), 413, "Request body too large"),
+        (upload("a.txt", b"Hallo.", target="xx"), 400, "xx"),
+        (file_server.post("/translate_file", data={"source": "de", "target": "en"}), 400, "missing file parameter"),
+        (file_server.get("/download_file/" + "0" * 32 + ".a.txt"), 404, "no translated file"),
+        (file_server.get("/download_file/..%2F..%2Fetc%2Fpasswd"), 404, ""),
+    ]
+    for response, status, message in cases:
+        assert response.status_code == status, response.text
+        assert message in response.json()["error"], response.json()

@@ -25,6 +25,7 @@ from pathlib import Path
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
@@ -41,7 +42,9 @@ from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
 from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
 from mt.serving.long_sentences import fit_to_model, joined_translations
 from mt.serving.fields import bool_field, int_field, request_fields
+from mt.documents.formats import read_document
 from mt.documents.text import TextDocument
+from mt.serving.files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
 from mt.serving.models import ServedModel, Server, ServeSettings
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
@@ -51,7 +54,7 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
                   "zh": "Chinese"}
 ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
-             "/frontend/settings")
+             "/frontend/settings", "/translate_file", "/download_file")
 STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
 NATIVE_OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig))  # every decode option, by name
 
@@ -137,10 +140,46 @@ async def frontend_settings(request: Request) -> JSONResponse:
     server: Server = request.app.state.server
     keys, target = server.api_keys is not None, sorted(t for _, t in server.models)[0]
     return JSONResponse({"charLimit": server.limits.max_chars, "frontendTimeout": 500, "apiKeys": keys,
-                         "keyRequired": keys, "suggestions": False, "filesTranslation": False,
-                         "supportedFilesFormat": [],
+                         "keyRequired": keys, "suggestions": False, "filesTranslation": True,
+                         "supportedFilesFormat": sorted(FILE_EXTENSIONS),
                          "language": {"source": {"code": "auto", "name": "Auto Detect"},
                                       "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}})
+
+
+async def translate_file(request: Request) -> JSONResponse:
+    """LibreTranslate's `POST /translate_file`: the document translated in its own format (mt/serving/files.py)."""
+    server: Server = request.app.state.server
+    try:
+        form = await request.form()
+    except HTTPException as e:
+        raise HttpError(400, f"Invalid request: {e.detail}") from None
+    if server.api_keys is not None:
+        server.api_keys.check(form.get("api_key"))
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile) or not upload.filename:
+        raise HttpError(400, "Invalid request: missing file parameter (a multipart file)")
+    fmt = file_format(upload.filename)
+    if fmt is None:
+        raise HttpError(400, f"Invalid request: {upload.filename}: mt translates "
+                             f"{', '.join(sorted(FILE_EXTENSIONS))} files")
+    if form.get("source") == "auto":
+        raise HttpError(400, "Invalid request: source auto is for text; give a file's source language")
+    served = server.model(form.get("source"), form.get("target"))
+    data = await upload.read()
+    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename))
+    found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
+    translated = await run_in_threadpool(document.render, [per[0] for per in found])
+    name = await run_in_threadpool(request.app.state.files.keep, translated, upload.filename)
+    return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
+
+
+async def download_file(request: Request) -> Response:
+    """LibreTranslate's `GET /download_file/NAME`: a translated file, under the name it was uploaded with."""
+    name = request.path_params["name"]
+    path = request.app.state.files.path(name)
+    if path is None:
+        raise HttpError(404, f"no translated file {name!r} (files are kept {KEEP_S / 60:.0f} minutes)")
+    return FileResponse(path, filename=name.split(".", 1)[1])
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,
@@ -311,15 +350,18 @@ def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
               Route("/mt/translate", _route(native_translate, "/mt/translate"), methods=["POST"]),
               Route("/detect", _route(detect_language, "/detect"), methods=["POST"]),
               Route("/frontend/settings", _route(frontend_settings, "/frontend/settings"), methods=["GET"]),
+              Route("/translate_file", _route(translate_file, "/translate_file"), methods=["POST"]),
+              Route("/download_file/{name}", _route(download_file, "/download_file"), methods=["GET"]),
               Route("/", _route(web_page, "/"), methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
-    app.state.server = server
+    app.state.server, app.state.files = server, TranslatedFiles()
     http = http or HttpSettings()
 
     def rejected(path: str, status: int) -> None:
         server.metrics.requests.labels(path if path in ENDPOINTS else "other", str(status)).inc()
     app.add_middleware(BodyLimit, max_body_bytes=http.body_limit(server.limits.max_chars),
-                       read_timeout=http.read_timeout, rejected=rejected)
+                       read_timeout=http.read_timeout, rejected=rejected,
+                       larger={"/translate_file": http.max_file_bytes})
     if origins := http.allowed_origins():  # as LibreTranslate: any origin by default; outermost, so errors carry it
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     return app

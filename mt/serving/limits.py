@@ -6,8 +6,9 @@ its request may take to arrive, how large its body may be, and which other origi
   never sent anything stayed open for good).
 - A request must arrive whole, headers and body, within `read_timeout` seconds of its first byte: 408 and the
   connection closed (a client that sends a byte at a time cannot hold a connection, or shutdown, open).
-- A body larger than `max_body_bytes` is a 413, from `Content-Length` before any of it is read, or while it is
-  read (chunked bodies); the rest is read and dropped, within the read timeout, so that the client sees the 413.
+- A body larger than `max_body_bytes` (`max_file_bytes` for an upload to /translate_file) is a 413, from
+  `Content-Length` before any of it is read, or while it is read (chunked bodies); the rest is read and dropped,
+  within the read timeout, so that the client sees the 413.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ BYTES_PER_CHAR, BODY_OVERHEAD = 12, 64 * 1024
 @dataclass(frozen=True)
 class HttpSettings:
     max_body_bytes: int = 0  # 0: BYTES_PER_CHAR per character of --max-chars, plus BODY_OVERHEAD
+    max_file_bytes: int = 20 << 20  # the body of a file upload (POST /translate_file)
     read_timeout: float = 30.0  # seconds from a request's first byte to its last
     keep_alive_timeout: float = 5.0  # seconds a connection waits for its next request
     shutdown_grace: float = 30.0  # seconds SIGTERM waits for requests in progress; then they are closed
@@ -57,22 +59,25 @@ class BodyLimit:
     """ASGI middleware: the body size limit and the body's share of the read timeout. `rejected(path, status)`
     counts a request refused before it reached a handler."""
 
-    def __init__(self, app, max_body_bytes: int, read_timeout: float, rejected: Callable[[str, int], None]):
+    def __init__(self, app, max_body_bytes: int, read_timeout: float, rejected: Callable[[str, int], None],
+                 larger: dict[str, int] | None = None):
         self.app, self.max_body_bytes, self.read_timeout, self.rejected = app, max_body_bytes, read_timeout, rejected
+        self.larger = larger or {}  # {path: its own limit}: file uploads
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.larger.get(scope["path"], self.max_body_bytes)
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+        if length is not None and (not length.isdigit() or int(length) > limit):
             status = 413 if length.isdigit() else 400
-            message = (f"Request body too large: {int(length)} bytes, more than {self.max_body_bytes}"
+            message = (f"Request body too large: {int(length)} bytes, more than {limit}"
                        if status == 413 else "Invalid request: Content-Length is not a number")
             self.rejected(scope["path"], status)
             return await _send_error(send, status, message, {"Connection": "close"} if status == 400 else None)
-        await self.app(scope, self._limited(receive), send)
+        await self.app(scope, self._limited(receive, limit), send)
 
-    def _limited(self, receive):
+    def _limited(self, receive, limit: int):
         """`receive` that raises HttpError(413) past the size limit and HttpError(408) past the deadline."""
         deadline = asyncio.get_running_loop().time() + self.read_timeout
         state = {"bytes": 0, "done": False}
@@ -88,8 +93,8 @@ class BodyLimit:
             if message["type"] == "http.request":
                 state["bytes"] += len(message.get("body", b""))
                 state["done"] = not message.get("more_body", False)
-                if state["bytes"] > self.max_body_bytes:
-                    raise HttpError(413, f"Request body too large: more than {self.max_body_bytes} bytes")
+                if state["bytes"] > limit:
+                    raise HttpError(413, f"Request body too large: more than {limit} bytes")
             return message
         return limited_receive
 

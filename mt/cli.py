@@ -264,8 +264,9 @@ def translate(
     alignment: Annotated[bool, typer.Option("--alignment", help="Add <TAB> and Moses word alignments i-j.")] = False,
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
-    input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .srt .vtt "
-                                              ".docx; else lines), lines, text, html, srt, vtt or docx.")] = "auto",
+    input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .srt .vtt "
+                                              ".docx .pptx .epub; else lines), lines, text, html, srt, vtt, docx, "
+                                              "pptx or epub.")] = "auto",
     decode: DecodeChoices = None,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o), or a document (--input-format) into one of its

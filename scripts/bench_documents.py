@@ -112,6 +112,49 @@ def plain(url: str, items, size: int) -> list[str]:
     return out
 
 
+def latency_during_a_large_document(url: str, pages: int) -> dict:
+    """Seconds of one-sentence requests (one every 0.5 s) alone, then while a document of `pages` pages (30 dev
+    lines each, as paragraphs) is translated by POST /translate_file."""
+    import threading
+    import uuid
+
+    lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()
+    document = "".join(f"<p>{html.escape(lines[i % len(lines)], quote=False)}</p>\n" for i in range(30 * pages))
+    probe = "Ein einfacher Texteditor für die Kommandozeile."
+
+    def one() -> float:
+        start = time.perf_counter()
+        post(url, {"q": probe, "source": "de", "target": "en"})
+        return time.perf_counter() - start
+
+    alone = [one() for _ in range(10)]
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"source\"\r\n\r\nde\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"target\"\r\n\r\nen\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"large.html\"\r\n"
+            f"Content-Type: text/html\r\n\r\n{document}\r\n--{boundary}--\r\n").encode()
+    done, took = threading.Event(), {}
+
+    def translate_large():
+        start = time.perf_counter()
+        request = urllib.request.Request(url + "/translate_file", data=body,
+                                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        with urllib.request.urlopen(request, timeout=3600) as response:
+            json.load(response)
+        took["seconds"] = time.perf_counter() - start
+        done.set()
+
+    threading.Thread(target=translate_large, daemon=True).start()
+    during = []
+    while not done.wait(0.5):
+        during.append(one())
+    ordered = sorted(during) or [float("nan")]
+    return {"pages": pages, "sentences": 30 * pages, "document_seconds": round(took["seconds"], 1),
+            "alone_median_ms": round(1000 * sorted(alone)[len(alone) // 2], 1),
+            "during_median_ms": round(1000 * ordered[len(ordered) // 2], 1),
+            "during_p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 1), "probes": len(during)}
+
+
 def score(name: str, outputs: list[str], items, seconds: float, documents: int) -> dict:
     placed = sum(f"<b>{html.escape(token, quote=False)}</b>" in out for out, (_, _, token) in zip(outputs, items))
     text = [html.unescape(re.sub(r"<[^>]+>", "", out)) for out in outputs]
@@ -133,6 +176,8 @@ def main() -> None:
     ap.add_argument("--paragraphs", type=int, default=20)
     ap.add_argument("--servers", default="mt,fragments,libretranslate")
     ap.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"))
+    ap.add_argument("--large-pages", type=int, default=100,
+                    help="one-sentence latency while a document of this many pages (30 dev lines a page) translates")
     args = ap.parse_args()
     items = paragraphs(args.lines)
     docs = html_documents(items, args.paragraphs)
@@ -148,6 +193,8 @@ def main() -> None:
             start = time.perf_counter()
             rows.append(score("mt serve, format html", by_documents(url, docs), items, time.perf_counter() - start,
                               len(docs)))
+        if args.large_pages:
+            print(json.dumps(latency_during_a_large_document(url, args.large_pages)), flush=True)
         if "fragments" in servers:
             start = time.perf_counter()
             rows.append(score("fragment by fragment (mt serve, format text)", by_fragments(url, items), items,

@@ -142,8 +142,9 @@ LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b
 
 def test_bad_documents_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
-        "lies.docx": (b"<html>not a zip</html>", "not a Word document (.docx is a zip archive)"),
-        "encrypted.docx": (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512), "an encrypted Word document, or an old .doc"),
+        "lies.docx": (b"<html>not a zip</html>", "not a Word document (.docx), which is a zip archive"),
+        "encrypted.docx": (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512),
+                           "an encrypted document, or an old binary one"),
         "bomb.docx": (_docx_bytes(**{"word/media/zeros.bin": bytes(30 << 20)}), "refused as a zip bomb"),
         "laughs.docx": (_docx_bytes(**{"word/document.xml": LAUGHS}),
                         "word/document.xml: declares a DTD or entities, which no such document has: refused"),
@@ -163,18 +164,19 @@ def test_bad_documents_are_one_line_each_and_write_nothing(model, tmp_path):
     assert line == f"error: {big}: 100 MiB, more than a document's 100 MiB"
     line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / "latin1.html", "--nbest", "2",
                                  check=False))
-    assert line == "error: --nbest: for line input only; the input is read as html (--input-format lines reads it as lines)"
+    assert line == ("error: --nbest: for line input only; the input is read as html (--input-format lines reads it "
+                    "as lines)")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == []
 
 
 def test_runs_a_translation_reorders_are_written_in_its_order():
-    from mt.documents.office import _text_runs, _write
+    from mt.documents.office import WORD, _pieces, _write
 
     doc = docx.Document()
     paragraph = doc.add_paragraph("A ")
     paragraph.add_run("B").bold = True
     paragraph.add_run(" C")
-    _write(_text_runs(paragraph._p), [(0, "x "), (2, "z "), (1, "y")])
+    _write(_pieces(paragraph._p, WORD)[0], [(0, "x "), (2, "z "), (1, "y")], WORD)
     assert [(r.text, bool(r.bold)) for r in paragraph.runs] == [("x ", False), ("z ", False), ("y", True)]
 
 
@@ -213,7 +215,8 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
     assert httpx.get(html["translatedFileUrl"], timeout=60).text == f"<p><b>{plain(model, [s[2]])[0]}</b></p>"
     settings = file_server.get("/frontend/settings").json()
     assert settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".docx", ".htm", ".html", ".srt", ".txt", ".vtt", ".xhtml"]
+    assert settings["supportedFilesFormat"] == [".docx", ".epub", ".htm", ".html", ".pptx", ".srt", ".txt", ".vtt",
+                                                  ".xhtml"]
 
 
 def test_bad_uploads_are_4xx_with_a_json_error(file_server):
@@ -222,8 +225,10 @@ def test_bad_uploads_are_4xx_with_a_json_error(file_server):
                                 files={"file": (name, data)})
 
     cases = [
-        (upload("a.pdf", b"%PDF-1.4"), 400, "a.pdf: mt translates .docx, .htm, .html, .srt, .txt, .vtt, .xhtml files"),
-        (upload("lies.docx", b"<p>not a zip</p>"), 400, "lies.docx: not a Word document (.docx is a zip archive)"),
+        (upload("a.pdf", b"%PDF-1.4"), 400,
+         "a.pdf: mt translates .docx, .epub, .htm, .html, .pptx, .srt, .txt, .vtt, .xhtml files"),
+        (upload("lies.docx", b"<p>not a zip</p>"), 400,
+         "lies.docx: not a Word document (.docx), which is a zip archive"),
         (upload("t.srt", b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n"), 400, "t.srt: not a valid SubRip file"),
         (upload("big.txt", bytes(3 << 20)), 413, "Request body too large"),
         (upload("a.txt", b"Hallo.", target="xx"), 400, "xx"),
@@ -234,3 +239,54 @@ def test_bad_uploads_are_4xx_with_a_json_error(file_server):
     for response, status, message in cases:
         assert response.status_code == status, response.text
         assert message in response.json()["error"], response.json()
+
+
+def test_pptx_keeps_slides_shapes_runs_and_notes(model, tmp_path):
+    import pptx
+
+    s = SENTENCES
+    prs = pptx.Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[1])
+    slide.shapes.title.text = s[0]
+    frame = slide.placeholders[1].text_frame
+    frame.text = s[1]
+    frame.paragraphs[0].runs[0].font.bold = True
+    second = frame.add_paragraph()
+    second.text = s[2]
+    slide.notes_slide.notes_text_frame.text = s[3]
+    prs.save(tmp_path / "in.pptx")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.pptx", "-o", tmp_path / "out.pptx")
+    out = pptx.Presentation(tmp_path / "out.pptx")
+    expected = plain(model, s[:4])
+    slide = out.slides[0]
+    assert slide.shapes.title.text == expected[0]
+    paragraphs = slide.placeholders[1].text_frame.paragraphs
+    assert [p.text for p in paragraphs] == expected[1:3]
+    assert all(r.font.bold for r in paragraphs[0].runs)
+    assert slide.notes_slide.notes_text_frame.text == expected[3]
+
+
+def test_epub_pages_are_translated_and_the_book_reads_back(model, tmp_path):
+    from ebooklib import ITEM_DOCUMENT, epub
+
+    s = SENTENCES
+    book = epub.EpubBook()
+    book.set_identifier("id-1")
+    book.set_title("Titel")
+    book.set_language("de")
+    chapter = epub.EpubHtml(title="Eins", file_name="eins.xhtml", lang="de")
+    chapter.content = f"<h1>{s[0]}</h1><p>{s[1]} <em>{s[2]}</em></p>"
+    book.add_item(chapter)
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", chapter]
+    epub.write_epub(str(tmp_path / "in.epub"), book)
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.epub", "-o", tmp_path / "out.epub")
+    with zipfile.ZipFile(tmp_path / "in.epub") as a, zipfile.ZipFile(tmp_path / "out.epub") as b:
+        assert a.namelist() == b.namelist() and b.infolist()[0].filename == "mimetype"
+        assert b.infolist()[0].compress_type == zipfile.ZIP_STORED
+    read = epub.read_epub(str(tmp_path / "out.epub"))
+    page = next(item for item in read.get_items_of_type(ITEM_DOCUMENT) if item.file_name.endswith("eins.xhtml"))
+    text = page.get_content().decode("utf-8")
+    expected = plain(model, s[:3])
+    assert f"<h1>{expected[0]}</h1>" in text and f"<em>{expected[2]}</em>" in text and expected[1] in text

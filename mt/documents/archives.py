@@ -37,14 +37,15 @@ def check_members(archive: Path, members: list[zipfile.ZipInfo], max_unpacked: i
         raise MtError(f"{archive}: unpacks to {total / 2**30:.1f} GiB, more than {max_unpacked / 2**30:g} GiB")
 
 
-def refuse_dtd(xml: bytes, name: str) -> None:
-    """Parse `xml` with defusedxml, which refuses a DTD, entity declarations and external references: the XML
-    of an office document or epub has none, and an entity bomb needs them."""
+def refuse_dtd(xml: bytes, name: str, doctype: bool = False) -> None:
+    """Parse `xml` with defusedxml, which refuses a DTD (unless `doctype`: an XHTML page's bare `<!DOCTYPE
+    html>`), entity declarations and external references: the XML of an office document or epub has none, and
+    an entity bomb needs them."""
     import defusedxml.ElementTree as safe
     from defusedxml import DefusedXmlException
 
     try:
-        safe.fromstring(xml, forbid_dtd=True)
+        safe.fromstring(xml, forbid_dtd=not doctype)
     except DefusedXmlException:
         raise MtError(f"{name}: declares a DTD or entities, which no such document has: refused") from None
     except safe.ParseError as e:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mt.documents.epub import EpubDocument
 from mt.documents.inline_markup import HtmlDocument
-from mt.documents.office import DocxDocument
+from mt.documents.office import DocxDocument, PptxDocument
 from mt.documents.subtitles import SrtDocument, VttDocument
 from mt.documents.text import TextDocument
 from mt.errors import MtError
 
-EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx"}
-FORMATS = ("text", "html", "srt", "vtt", "docx")
+EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
+              ".pptx": "pptx", ".epub": "epub"}
+FORMATS = ("text", "html", "srt", "vtt", "docx", "pptx", "epub")
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 
 
@@ -19,8 +21,10 @@ def read_document(data: bytes, fmt: str, name: Path):
     """The document in `data`: `.sentences` to translate, `.render(translations)` its translated bytes."""
     if len(data) > MAX_BYTES:
         raise MtError(f"{name}: {len(data) / 2**20:.0f} MiB, more than a document's {MAX_BYTES >> 20} MiB")
-    if fmt == "docx":
-        return DocxDocument(data, name)
+    if fmt in ("docx", "pptx"):
+        return (DocxDocument if fmt == "docx" else PptxDocument)(data, name)
+    if fmt == "epub":
+        return EpubDocument(data, name)
     if fmt in ("srt", "vtt"):
         return (SrtDocument if fmt == "srt" else VttDocument)(data, name)
     try:

@@ -1,11 +1,13 @@
-"""Word documents (docx) translated paragraph by paragraph with their formatting: python-docx opens the file,
-and every paragraph of the body, tables (nested ones too), text boxes, headers and footers is translated whole,
-its runs (bold, italic, a hyperlink's text, a font, ...) put back around the words aligned to their own
-(mt/documents/runs.py). A run holding anything but text (a picture, a tab, a break, a field) stays as it is.
+"""Word documents (docx, python-docx) and slides (pptx, python-pptx) translated paragraph by paragraph with their
+formatting. Every paragraph of a docx's body, tables (nested ones too), text boxes, headers and footers, and of a
+pptx's slides (text frames, tables) and speaker notes is translated whole, its runs (bold, italic, a hyperlink's
+text, a font, ...) put back around the words aligned to their own (mt/documents/runs.py). A line break inside a
+paragraph cuts it in two pieces translated apart; a run holding anything but text (a picture, a tab, a field)
+stays as it is.
 
 Where the translation keeps the runs' order, each run keeps its place in the file (inside a hyperlink too) and
-gets its own text; where it reorders them, the paragraph's text runs are written again in the translation's
-order, each a copy of the run whose formatting it carries (a hyperlink's run then keeps its look, not its link).
+gets its own text; where it reorders them, the piece's text runs are written again in the translation's order,
+each a copy of the run whose formatting it carries (a hyperlink's run then keeps its look, not its link).
 """
 
 from __future__ import annotations
@@ -13,46 +15,81 @@ from __future__ import annotations
 import copy
 import io
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.archives import check_members, refuse_dtd
 from mt.documents.runs import RunsParagraph
 from mt.errors import MtError, needs
 
-W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-NOT_TEXT = {f"{W}{name}" for name in ("tab", "br", "cr", "drawing", "pict", "object", "fldChar", "instrText", "sym",
-                                       "footnoteReference", "endnoteReference", "ptab")}
 MAX_DOCUMENT = 1 << 30  # bytes unpacked
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
 
-class DocxDocument:
+@dataclass(frozen=True)
+class Dialect:
+    """Where a format keeps paragraphs, runs and their text, and what inside a paragraph is not text."""
+    ns: str
+    breaks: frozenset[str]  # local names that cut a paragraph in pieces
+    not_text: frozenset[str]  # local names that keep a run out of translation
+
+
+WORD = Dialect("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}", frozenset({"br", "cr"}),
+               frozenset({"tab", "br", "cr", "drawing", "pict", "object", "fldChar", "instrText", "sym",
+                          "footnoteReference", "endnoteReference", "ptab"}))
+SLIDES = Dialect("{http://schemas.openxmlformats.org/drawingml/2006/main}", frozenset({"br"}), frozenset())
+
+
+class _OfficeDocument:
     """`sentences` to translate; `render` gives the translated file's bytes."""
+    dialect: Dialect
 
-    def __init__(self, data: bytes, name: Path):
-        docx = needs("docx", "python-docx")
-        _check_archive(data, name)
-        try:
-            self.doc = docx.Document(io.BytesIO(data))
-        except Exception as e:  # python-docx raises several kinds for a file that is not a Word document
-            raise MtError(f"{name}: not a readable Word document ({type(e).__name__}: {e})") from None
-        self.paragraphs = [(p, runs) for part in _parts(self.doc) for p in part.iter(f"{W}p")
-                           if (runs := _text_runs(p))]
-        self.translators = [RunsParagraph([_text(r) for r in runs]) for _, runs in self.paragraphs]
+    def __init__(self, parts: list, save):
+        self.save = save
+        self.pieces = [runs for part in parts for p in part.iter(f"{self.dialect.ns}p")
+                       for runs in _pieces(p, self.dialect) if runs]
+        self.translators = [RunsParagraph([_text(r, self.dialect) for r in runs]) for runs in self.pieces]
         self.sentences = [s for t in self.translators for s in t.sentences]
 
     def render(self, translations: list[tuple[str, str | None]]) -> bytes:
         given = iter(translations)
-        for (paragraph, runs), translator in zip(self.paragraphs, self.translators):
-            _write(runs, translator.render(given))
+        for runs, translator in zip(self.pieces, self.translators):
+            _write(runs, translator.render(given), self.dialect)
         out = io.BytesIO()
-        self.doc.save(out)
+        self.save(out)
         return out.getvalue()
 
 
-def _check_archive(data: bytes, name: Path) -> None:
-    if data[:4] == b"\xd0\xcf\x11\xe0":  # an OLE compound file: an encrypted (or a pre-2007 .doc) document
-        raise MtError(f"{name}: an encrypted Word document, or an old .doc: mt reads unencrypted .docx files")
+class DocxDocument(_OfficeDocument):
+    dialect = WORD
+
+    def __init__(self, data: bytes, name: Path):
+        docx = needs("docx", "python-docx")
+        _check_archive(data, name, "a Word document (.docx)")
+        try:
+            doc = docx.Document(io.BytesIO(data))
+        except Exception as e:  # python-docx raises several kinds for a file that is not a Word document
+            raise MtError(f"{name}: not a readable Word document ({type(e).__name__}: {e})") from None
+        parts = [doc.element.body] + _xml_parts(doc.part.package, ("/header", "/footer", "/footnotes", "/endnotes"))
+        super().__init__(parts, doc.save)
+
+
+class PptxDocument(_OfficeDocument):
+    dialect = SLIDES
+
+    def __init__(self, data: bytes, name: Path):
+        pptx = needs("pptx", "python-pptx")
+        _check_archive(data, name, "a PowerPoint presentation (.pptx)")
+        try:
+            prs = pptx.Presentation(io.BytesIO(data))
+        except Exception as e:  # python-pptx raises several kinds for a file that is not a presentation
+            raise MtError(f"{name}: not a readable presentation ({type(e).__name__}: {e})") from None
+        super().__init__(_xml_parts(prs.part.package, ("/slides/", "/notesSlides/")), prs.save)
+
+
+def _check_archive(data: bytes, name: Path, what: str) -> None:
+    if data[:4] == b"\xd0\xcf\x11\xe0":  # an OLE compound file: an encrypted (or a pre-2007) document
+        raise MtError(f"{name}: an encrypted document, or an old binary one: mt reads unencrypted {what} files")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             check_members(name, z.infolist(), MAX_DOCUMENT)
@@ -60,59 +97,68 @@ def _check_archive(data: bytes, name: Path) -> None:
                 if member.endswith((".xml", ".rels")):
                     refuse_dtd(z.read(member), f"{name}: {member}")
     except zipfile.BadZipFile:
-        raise MtError(f"{name}: not a Word document (.docx is a zip archive)") from None
+        raise MtError(f"{name}: not {what}, which is a zip archive") from None
 
 
-def _parts(doc) -> list:
-    """The XML of the body, then of each header and footer part (each once)."""
-    parts, seen = [doc.element.body], set()
-    for rel in doc.part.rels.values():
-        if rel.is_external or not rel.reltype.endswith(("/header", "/footer", "/footnotes", "/endnotes")):
-            continue
-        element = getattr(rel.target_part, "element", None)  # a part python-docx reads as XML
-        if element is not None and rel.target_part not in seen:
-            seen.add(rel.target_part)
+def _xml_parts(package, kinds: tuple[str, ...]) -> list:
+    """The XML of the package's parts whose name or relationship type says they hold text to translate."""
+    parts = []
+    for part in package.iter_parts():
+        element = getattr(part, "_element", None)
+        if element is not None and any(kind in str(part.partname) for kind in kinds):
             parts.append(element)
     return parts
 
 
-def _text_runs(paragraph) -> list:
-    """The paragraph's own runs that hold text and nothing else (not those of a paragraph nested in a text box)."""
-    runs = []
-    for run in paragraph.iter(f"{W}r"):
-        owner = run.getparent()
-        while owner is not None and owner.tag != f"{W}p":
-            owner = owner.getparent()
-        if owner is paragraph and run.find(f"{W}t") is not None and not any(c.tag in NOT_TEXT for c in run):
-            runs.append(run)
-    return runs
+def _pieces(paragraph, dialect: Dialect) -> list[list]:
+    """The paragraph's own text runs (not those of a paragraph nested in a text box), cut at line breaks."""
+    pieces, current = [], []
+    for element in paragraph.iter(f"{dialect.ns}r", *(f"{dialect.ns}{b}" for b in dialect.breaks)):
+        if _paragraph_of(element, dialect) is not paragraph:
+            continue
+        if element.tag != f"{dialect.ns}r":  # a break between runs
+            pieces, current = pieces + [current], []
+        elif any(child.tag.removeprefix(dialect.ns) in dialect.breaks for child in element):
+            pieces, current = pieces + [current], []  # a run holding a break: kept as it is, a cut
+        elif element.find(f"{dialect.ns}t") is not None and not any(
+                child.tag.removeprefix(dialect.ns) in dialect.not_text for child in element):
+            current.append(element)
+    return pieces + [current]
 
 
-def _text(run) -> str:
-    return "".join(t.text or "" for t in run.iter(f"{W}t"))
+def _paragraph_of(element, dialect: Dialect):
+    owner = element.getparent()
+    while owner is not None and owner.tag != f"{dialect.ns}p":
+        owner = owner.getparent()
+    return owner
 
 
-def _set_text(run, text: str) -> None:
-    texts = list(run.iter(f"{W}t"))
+def _text(run, dialect: Dialect) -> str:
+    return "".join(t.text or "" for t in run.iter(f"{dialect.ns}t"))
+
+
+def _set_text(run, text: str, dialect: Dialect) -> None:
+    texts = list(run.iter(f"{dialect.ns}t"))
     texts[0].text = text
-    texts[0].set(XML_SPACE, "preserve")
+    if dialect is WORD:
+        texts[0].set(XML_SPACE, "preserve")
     for t in texts[1:]:
         t.getparent().remove(t)
 
 
-def _write(runs: list, segments: list[tuple[int, str]]) -> None:
+def _write(runs: list, segments: list[tuple[int, str]], dialect: Dialect) -> None:
     order = [run for run, _ in segments]
     if order == sorted(order):  # the runs' own order: each keeps its place
         texts = {i: "" for i in range(len(runs))}
         for run, text in segments:
             texts[run] += text
         for i, run in enumerate(runs):
-            _set_text(run, texts[i])
+            _set_text(run, texts[i], dialect)
         return
     anchor = runs[0]
     for run, text in segments:  # reordered: copies in the translation's order, after the first run
         new = copy.deepcopy(runs[run])
-        _set_text(new, text)
+        _set_text(new, text, dialect)
         anchor.addnext(new)
         anchor = new
     for run in runs:

@@ -28,6 +28,7 @@ import sacrebleu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import ROOT, prepare_lt, start_lt, start_mt  # noqa: E402
+import document_files  # noqa: E402
 
 DATA = ROOT / "data" / "ddtp-de-en"
 TOKEN = re.compile(r"^[\w.\-/+]+$")
@@ -155,6 +156,43 @@ def latency_during_a_large_document(url: str, pages: int) -> dict:
             "during_p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 1), "probes": len(during)}
 
 
+def upload(url: str, filename: str, data: bytes) -> bytes:
+    """POST /translate_file (a multipart form, as LibreTranslate's clients send it), then the download."""
+    import uuid
+
+    boundary = uuid.uuid4().hex
+    head = "".join(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n"
+                   for k, v in (("source", "de"), ("target", "en")))
+    body = (f"{head}--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(url + "/translate_file", data=body,
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(request, timeout=3600) as response:
+        answer = json.load(response)
+    with urllib.request.urlopen(answer["translatedFileUrl"], timeout=600) as response:
+        return response.read()
+
+
+def by_files(name: str, url: str, fmt: str, items, size: int) -> dict:
+    """Each document of `size` paragraphs as a `fmt` file through /translate_file: placement, BLEU, files/min."""
+    texts, placed, start, count = [], 0, time.perf_counter(), 0
+    for i in range(0, len(items), size):
+        chunk = items[i:i + size]
+        data = document_files.build(fmt, [marked(s, t) for s, _, t in chunk])
+        translated = upload(url, f"doc{i}{document_files.EXTENSION[fmt]}", data)
+        got, ok = document_files.read(fmt, translated, [t for _, _, t in chunk])
+        texts += got[:len(chunk)] + [""] * (len(chunk) - len(got))
+        placed += ok
+        count += 1
+    seconds = time.perf_counter() - start
+    bleu = sacrebleu.corpus_bleu(texts, [[r for _, r, _ in items]]).score
+    row = {"server": name, "format": fmt, "paragraphs": len(items), "tags_placed": placed,
+           "accuracy": round(100 * placed / len(items), 1), "bleu": round(bleu, 2),
+           "documents_per_min": round(60 * count / seconds, 1), "seconds": round(seconds, 1)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def score(name: str, outputs: list[str], items, seconds: float, documents: int) -> dict:
     placed = sum(f"<b>{html.escape(token, quote=False)}</b>" in out for out, (_, _, token) in zip(outputs, items))
     text = [html.unescape(re.sub(r"<[^>]+>", "", out)) for out in outputs]
@@ -176,6 +214,8 @@ def main() -> None:
     ap.add_argument("--paragraphs", type=int, default=20)
     ap.add_argument("--servers", default="mt,fragments,libretranslate")
     ap.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"))
+    ap.add_argument("--formats", default=",".join(document_files.FORMATS),
+                    help="formats sent to /translate_file of both servers (none: skip)")
     ap.add_argument("--large-pages", type=int, default=100,
                     help="one-sentence latency while a document of this many pages (30 dev lines a page) translates")
     args = ap.parse_args()
@@ -193,6 +233,8 @@ def main() -> None:
             start = time.perf_counter()
             rows.append(score("mt serve, format html", by_documents(url, docs), items, time.perf_counter() - start,
                               len(docs)))
+        formats = [f for f in args.formats.split(",") if f and f != "none"]
+        file_rows = [by_files("mt serve", url, fmt, items, args.paragraphs) for fmt in formats]
         if args.large_pages:
             print(json.dumps(latency_during_a_large_document(url, args.large_pages)), flush=True)
         if "fragments" in servers:
@@ -208,6 +250,7 @@ def main() -> None:
             start = time.perf_counter()
             rows.append(score("LibreTranslate 1.9.6, format html", by_documents(url, docs), items,
                               time.perf_counter() - start, len(docs)))
+            file_rows += [by_files("LibreTranslate 1.9.6", url, fmt, items, args.paragraphs) for fmt in formats]
         finally:
             proc.stop()
     print(f"{len(items)} paragraphs with a copied token, from the first {args.lines} dev lines, in {len(docs)} "
@@ -220,6 +263,10 @@ def main() -> None:
         where = f"{row['accuracy_where_held']}%" if tagged else "-"
         print(f"| {row['server']} | {placed} | {row['holding_the_token']} | {where} | {row['bleu']:.2f} | "
               f"{row['documents_per_min']} |")
+    print("\n| format | server | bold around its token | BLEU (text) | documents/min |\n|---|---|---:|---:|---:|")
+    for row in sorted(file_rows, key=lambda r: (r["format"], r["server"])):
+        print(f"| {row['format']} | {row['server']} | {row['tags_placed']}/{row['paragraphs']} ({row['accuracy']}%) | "
+              f"{row['bleu']:.2f} | {row['documents_per_min']} |")
 
 
 if __name__ == "__main__":

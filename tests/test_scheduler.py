@@ -140,9 +140,9 @@ def test_an_idle_search_takes_one_part_and_a_static_policy_waits_for_the_batch_t
     assert policy == Policy.static(30)
     scheduler = Scheduler(search, policy)
     scheduler.submit([_item(r, i, False) for i, r in enumerate(requests)])
-    assert [len(part) for part in scheduler.waiting] == [6, 2]  # 6 x 5 = 30 source tokens
+    assert [[len(part) for part in parts] for parts in scheduler.waiting] == [[6, 2]]  # 6 x 5 = 30 source tokens
     scheduler.step()
-    assert search.rows <= 6 and len(scheduler.waiting) == 1
+    assert search.rows <= 6 and [len(parts) for parts in scheduler.waiting] == [1]
     while search.rows:
         scheduler.step()
         assert len(scheduler.waiting) == 1 or search.rows == 0
@@ -156,3 +156,14 @@ def test_static_batches_are_length_sorted_within_the_budget():
     assert all(len(b) * max(widths[i] for i in b) <= 10 or len(b) == 1 for b in batches)
     assert [widths[b[0]] for b in batches] == sorted(widths[b[0]] for b in batches)
     assert torch.tensor(batches[-1]).tolist() == [5]  # too wide alone: a batch of its own
+
+
+def test_submissions_take_turns_so_a_short_request_does_not_wait_for_a_long_document():
+    class Idle:
+        rows, width = 0, 0
+
+    scheduler = Scheduler(Idle(), Policy(budget=10_000, part_tokens=10, join_running=True))
+    scheduler.submit([Waiting(i, None, 5) for i in range(8)])  # a document: 4 parts of 2 sentences
+    scheduler.submit([Waiting(100, None, 5)])  # a one-sentence request that came after it
+    order = [[w.id for w in part] for part in scheduler._admitted()]
+    assert order[:2] == [[0, 1], [100]] and sorted(i for part in order for i in part) == [*range(8), 100]

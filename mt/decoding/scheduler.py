@@ -4,7 +4,9 @@ a running batch as its sentences end.
 A `Scheduler` feeds one search (mt/decoding/search.py) with what is submitted to it, before each step:
 
 - submitted sentences wait in parts, length-sorted, of at most `part_tokens` source tokens (EOS and padding
-  counted, beams and samples not: CTranslate2's `max_batch_size` with `batch_type="tokens"`);
+  counted, beams and samples not: CTranslate2's `max_batch_size` with `batch_type="tokens"`); submissions (a
+  server's requests) take turns, a part each, so that a request arriving behind a long document's thousands of
+  sentences joins after the document's next part, not after all of them;
 - an idle search takes the next part; a running one takes the next parts while its rows and theirs, each as
   wide as the widest source among them, stay within `budget` source tokens, and only if `join_running`.
 
@@ -56,7 +58,7 @@ class Scheduler:
 
     def __init__(self, search: Search, policy: Policy):
         self.search, self.policy = search, policy
-        self.waiting: list[list[Waiting]] = []  # parts, in the order they join
+        self.waiting: list[list[list[Waiting]]] = []  # per submission, its parts in order; submissions take turns
         self.steps_since_join = 0
 
     @property
@@ -64,14 +66,17 @@ class Scheduler:
         return not self.waiting and self.search.rows == 0
 
     def submit(self, items: list[Waiting]) -> None:
-        """Sentences that join when there is room: as length-sorted parts, after those already waiting."""
-        for part in static_batches([w.width for w in items], self.policy.part_tokens):
-            self.waiting.append([items[i] for i in part])
+        """Sentences that join when there is room: as length-sorted parts, one submission taking turns with the
+        others waiting."""
+        parts = [[items[i] for i in part] for part in static_batches([w.width for w in items], self.policy.part_tokens)]
+        if parts:
+            self.waiting.append(parts)
 
     def cancel(self, ids: set[int]) -> set[int]:
         """Drop the waiting sentences whose ids are in `ids`; returns those dropped (the others are decoding)."""
-        dropped = {w.id for part in self.waiting for w in part if w.id in ids}
-        self.waiting = [kept for part in self.waiting if (kept := [w for w in part if w.id not in ids])]
+        dropped = {w.id for parts in self.waiting for part in parts for w in part if w.id in ids}
+        kept = [[kept for part in parts if (kept := [w for w in part if w.id not in ids])] for parts in self.waiting]
+        self.waiting = [parts for parts in kept if parts]
         return dropped
 
     def step(self) -> Ended:
@@ -96,12 +101,15 @@ class Scheduler:
         if rows and self.steps_since_join < self.policy.join_every:
             return taken
         while self.waiting:
-            part = self.waiting[0]
-            part_width = max(width, max(w.width for w in part))
-            if rows and not (self.policy.join_running and (rows + len(part)) * part_width <= self.policy.budget):
+            parts = self.waiting[0]
+            part_width = max(width, max(w.width for w in parts[0]))
+            if rows and not (self.policy.join_running and (rows + len(parts[0])) * part_width <= self.policy.budget):
                 break
-            taken.append(self.waiting.pop(0))
-            rows, width = rows + len(part), part_width
+            taken.append(parts.pop(0))
+            rows, width = rows + len(taken[-1]), part_width
+            self.waiting.pop(0)
+            if parts:  # its next part waits behind the other submissions' next ones
+                self.waiting.append(parts)
         return taken
 
     def _coalesced(self, parts: list[list[Waiting]]) -> list[list[Waiting]]:

@@ -255,32 +255,48 @@ class _Placer:
                 self.aligned.setdefault(i, []).append(j)
 
     def place(self, elements: list[Element], lo: int, hi: int) -> None:
-        """Each element's target span inside [lo, hi], siblings in target order without overlap."""
+        """Each element's target span inside [lo, hi], siblings without overlap: those placed around their own
+        copied text claim their span first, the others are cut around what is claimed."""
+        exact = {}
         for e in elements:
-            e.target = self._span(e) or (self._position(e.start),) * 2
-            e.target = (min(max(e.target[0], lo), hi), min(max(e.target[1], lo), hi))
-        at = lo
-        for e in sorted(elements, key=lambda e: e.target):
-            s = max(e.target[0], at)
-            e.target = (s, max(e.target[1], s))
-            at = e.target[1]
+            span = self._copied(e)
+            exact[id(e)] = span is not None
+            span = span or self._aligned(e) or (self._position(e.start),) * 2
+            e.target = (min(max(span[0], lo), hi), min(max(span[1], lo), hi))
+        claimed: list[tuple[int, int]] = []
+        for e in sorted(elements, key=lambda e: (not exact[id(e)], e.target)):
+            s, t = e.target
+            for cs, ct in sorted(claimed):
+                if s < ct and cs < t:  # overlaps a claimed span: keep the part before it, or else after it
+                    s, t = (s, cs) if s < cs else (ct, max(t, ct))
+            e.target = (s, max(s, t))
+            claimed.append(e.target)
+        for e in elements:
             self.place(e.children, *e.target)
 
-    def _span(self, e: Element) -> tuple[int, int] | None:
-        words = [i for i, (s, t) in enumerate(self.src_words) if s < e.end and t > e.start]
+    def _words(self, e: Element) -> list[int]:
+        return [i for i, (s, t) in enumerate(self.src_words) if s < e.end and t > e.start]
+
+    def _copied(self, e: Element) -> tuple[int, int] | None:
+        """Where the element's own text is in the translation as whole words (the occurrence its alignment
+        points at, if several); the whole translation for an element holding the whole sentence."""
+        words = self._words(e)
         if not words:
             return None
         if words[0] == 0 and words[-1] == len(self.src_words) - 1 and self.tgt_words:
-            return self.tgt_words[0][0], self.tgt_words[-1][1]  # the whole sentence
+            return self.tgt_words[0][0], self.tgt_words[-1][1]
         own = self.source[e.start:e.end].strip()
         found = [m.span() for m in re.finditer(rf"(?<!\w){re.escape(own)}(?!\w)", self.text)] if own else []
-        targets = sorted(j for i in words for j in self.aligned.get(i, []))
-        if found:  # its own text, copied: the occurrence the alignment points at, else the first
-            spans = [self.tgt_words[j] for j in targets]
-            return next((f for f in found if any(s < f[1] and f[0] < t for s, t in spans)), found[0])
+        spans = [self.tgt_words[j] for i in words for j in self.aligned.get(i, [])]
+        return next((f for f in found if any(s < f[1] and f[0] < t for s, t in spans)), found[0]) if found else None
+
+    def _aligned(self, e: Element) -> tuple[int, int] | None:
+        """From the first to the last target word aligned to the element's words."""
+        targets = sorted(j for i in self._words(e) for j in self.aligned.get(i, []))
         if not targets:
             return None
         start, end = self.tgt_words[targets[0]][0], self.tgt_words[targets[-1]][1]
+        own = self.source[e.start:e.end].strip()
         while end - 1 > start and self.text[end - 1] in TRAILING and not own.endswith(self.text[end - 1]):
             end -= 1  # "package." for "<paket>": the sentence's full stop stays outside
         return start, end

@@ -1,7 +1,9 @@
 """Inline markup in translated HTML: where the tags land, what the markup costs in BLEU, and documents a minute,
 for mt serve (whole sentences, tags placed by word alignment: mt/documents/inline_markup.py), the fragment-by-
 fragment way (each text run between tags translated alone, as mt did before and Argos does when a tag's text is
-not found), and LibreTranslate 1.9.6 on the same model's CTranslate2 export (its `/translate` with format html).
+not found), and LibreTranslate 1.9.6 on the same model's CTranslate2 export (its `/translate` with format html);
+then documents of each format through `/translate_file` of mt serve (the checkpoint, and the CTranslate2 export)
+and of LibreTranslate.
 
 Held-out sentences: the dev set's lines with a token that appears once, unchanged, in the source and in the
 reference (a number, a name, a command: a word with a digit or a capital letter, or with `-`, `.`, `_`, `/`
@@ -11,7 +13,7 @@ issue asks for, automatic where the token is copied). BLEU is of the output with
 references, beside `mt translate`-style plain text of the same lines (format text) from the same server.
 
     .venv/bin/python scripts/bench_documents.py [--model runs/demo/checkpoint_best.pt] [--lines 883]
-        [--paragraphs 20] [--servers mt,fragments,libretranslate]
+        [--paragraphs 20] [--servers mt,fragments,mt-export,libretranslate] [--formats html,docx,pptx,epub,srt]
 """
 
 import argparse
@@ -27,7 +29,7 @@ from pathlib import Path
 import sacrebleu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_serve import ROOT, prepare_lt, start_lt, start_mt  # noqa: E402
+from bench_serve import ROOT, exported, prepare_lt, start_lt, start_mt  # noqa: E402
 import document_files  # noqa: E402
 
 DATA = ROOT / "data" / "ddtp-de-en"
@@ -212,7 +214,7 @@ def main() -> None:
     ap.add_argument("--model", default=str(ROOT / "runs" / "demo" / "checkpoint_best.pt"))
     ap.add_argument("--lines", type=int, default=883)
     ap.add_argument("--paragraphs", type=int, default=20)
-    ap.add_argument("--servers", default="mt,fragments,libretranslate")
+    ap.add_argument("--servers", default="mt,fragments,mt-export,libretranslate")
     ap.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"))
     ap.add_argument("--formats", default=",".join(document_files.FORMATS),
                     help="formats sent to /translate_file of both servers (none: skip)")
@@ -243,6 +245,13 @@ def main() -> None:
                               time.perf_counter() - start, len(docs)))
     finally:
         proc.stop()
+    if "mt-export" in servers and formats:  # mt serve of the CTranslate2 export LibreTranslate is given below
+        proc, url = start_mt(str(exported(args.model, work)), ("de", "en"), True, "cpu", work, name="mt-export")
+        try:
+            file_rows += [by_files("mt serve, CTranslate2 export", url, fmt, items, args.paragraphs)
+                          for fmt in formats]
+        finally:
+            proc.stop()
     if "libretranslate" in servers:
         launcher = prepare_lt(args.model, ("de", "en"), Path(args.ltvenv), "cpu", work)
         proc, url = start_lt(launcher, ("de", "en"), Path(args.ltvenv), "cpu", work, None, "0")

@@ -10,6 +10,7 @@ only defaults.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -18,7 +19,7 @@ import torch
 from mt.decoding.attention_alignment import word_alignment
 from mt.config import DecodeConfig
 from mt.decoding.protocol import Backend, Hypothesis, SentenceRequest, Translator, max_output_lengths
-from mt.decoding.scheduler import in_static_batches
+from mt.decoding.scheduler import static_batches
 from mt.errors import MtError
 
 
@@ -105,13 +106,23 @@ class LineBatch:
         given = iter(found)
         results = [next(given) if r is not None else [Hypothesis([], 0.0, 0.0)] for r in self.requests]
         if attention_of is not None:
-            pairs = [(list(r.source), h) for r, per in zip(self.requests, results) if r is not None for h in per]
-            per_pair = in_static_batches([len(s) + 1 for s, _ in pairs], self.opts.batch_tokens,
-                                         lambda index: attention_of.attention([pairs[j][0] for j in index],
-                                                                              [pairs[j][1].tokens for j in index]))
-            for (_, h), weights in zip(pairs, per_pair):
-                h.attention = weights
+            for part in self.attention_parts(results, attention_of):
+                part()
         return results
+
+    def attention_parts(self, results: list[list[Hypothesis]], backend: Backend) -> list[Callable[[], None]]:
+        """Calls, one per static batch of opts.batch_tokens, that each give their hypotheses of `results` their
+        cross-attention over the source (`Backend.attention`): a server runs them one at a time between decoding
+        steps, so a long document's alignment does not hold the decode thread for all of it at once."""
+        pairs = [(list(r.source), h) for r, per in zip(self.requests, results) if r is not None for h in per]
+
+        def part(index: list[int]) -> Callable[[], None]:
+            def run() -> None:
+                found = backend.attention([pairs[j][0] for j in index], [pairs[j][1].tokens for j in index])
+                for j, weights in zip(index, found):
+                    pairs[j][1].attention = weights
+            return run
+        return [part(index) for index in static_batches([len(s) + 1 for s, _ in pairs], self.opts.batch_tokens)]
 
 
 def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *, nbest: int = 1,

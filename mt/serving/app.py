@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import hmac
 import json
 import os
@@ -211,10 +210,10 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
     except Overloaded as e:
         raise HttpError(503, str(e), {"Retry-After": "1"}) from None
     found = await _wait_or_release(request, served.worker, job)
-    if alignment:
-        hyps = await asyncio.wrap_future(server.decoder.submit(functools.partial(batch.hypotheses, found, tr.backend)))
-    else:
-        hyps = batch.hypotheses(found)
+    hyps = batch.hypotheses(found)
+    if alignment:  # on the decode thread, a static batch at a time between decoding steps
+        for part in batch.attention_parts(hyps, tr.backend):
+            await asyncio.wrap_future(server.decoder.submit(part))
     server.metrics.sentences.inc(len(batch.todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
     found = await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)

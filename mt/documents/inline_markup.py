@@ -190,19 +190,20 @@ def _assign(tags: list[Tag], sentences: list[tuple[str, int, int]]) -> tuple[lis
         stack[0][1].append((opened, None, []))
         stack[0][1].extend(children)
 
-    def visit(nodes, parent: list | None):
+    def visit(nodes):
+        """Top-level nodes: an element inside one sentence (or a lone tag strictly inside it) goes to that
+        sentence with its subtree; anything else is outside, and its children are visited the same way."""
         for opened, closed, children in nodes:
             hi = closed.at if closed else opened.at
             k = sentence_of(opened.at, hi)
-            strictly = k is not None and (closed is not None or sentences[k][1] < opened.at < sentences[k][2])
-            if strictly and parent is None:
+            if k is not None and (closed is not None or sentences[k][1] < opened.at < sentences[k][2]):
                 start = sentences[k][1]
                 element = _element(opened, closed, start)
                 inside[k].append(element)
                 visit_children(children, element, start)
             else:
                 outside.append(opened)
-                visit(children, None)
+                visit(children)
                 if closed:
                     outside.append(closed)
 
@@ -212,7 +213,7 @@ def _assign(tags: list[Tag], sentences: list[tuple[str, int, int]]) -> tuple[lis
             parent.children.append(element)
             visit_children(children, element, start)
 
-    visit(stack[0][1], None)
+    visit(stack[0][1])
     outside.sort(key=lambda t: t.at)  # stable: tags at one offset keep their order
     return inside, outside
 

@@ -101,7 +101,7 @@ def _check_archive(data: bytes, name: Path, what: str) -> None:
 
 
 def _xml_parts(package, kinds: tuple[str, ...]) -> list:
-    """The XML of the package's parts whose name or relationship type says they hold text to translate."""
+    """The XML of the package's parts whose name holds one of `kinds` (/header, /slides/, ...)."""
     parts = []
     for part in package.iter_parts():
         element = getattr(part, "_element", None)

@@ -5,11 +5,11 @@ stay where they are. Each run of text between them, with the inline elements ins
 span, code, sub, sup, u, and any tag not known as a block), is one unit: its text is cut into sentences
 (mt/documents/text.py) and each sentence is translated whole, not fragment by fragment. An inline element
 inside a sentence is then put around target words: where its text occurs in the translation as a whole word or
-words (names, numbers, commands), around that (the occurrence its alignment points at, if several); else from
-the first to the last target word aligned to its source words (cross-attention, mt/decoding/attention_alignment.py). An element whose words align
-to nothing, an empty one, and a void one (img, wbr) go where the word after it went (or after the word before
-it). Nested elements stay nested (a child is kept inside its parent's span), siblings do not overlap, and
-every tag is written back byte for byte as sent. The contents of code, kbd, samp, pre and of elements marked
+words (names, numbers, commands), around that (the occurrence its alignment points at, if several), claimed
+before the others; else from the first to the last target word aligned to its source words (cross-attention,
+mt/decoding/attention_alignment.py). An element whose words align to nothing, an empty one, and a void one
+(img, wbr) go where the word after it went (or after the word before it). Nested elements stay nested (a child
+is kept inside its parent's span), siblings do not overlap, and every tag is written back byte for byte as sent. The contents of code, kbd, samp, pre and of elements marked
 translate="no" are translated with their sentence for its sense, and written back as sent.
 """
 

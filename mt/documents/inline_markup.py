@@ -9,7 +9,8 @@ words (names, numbers, commands), around that (the occurrence its alignment poin
 before the others; else from the first to the last target word aligned to its source words (cross-attention,
 mt/decoding/attention_alignment.py). An element whose words align to nothing, an empty one, and a void one
 (img, wbr) go where the word after it went (or after the word before it). Nested elements stay nested (a child
-is kept inside its parent's span), siblings do not overlap, and every tag is written back byte for byte as sent. The contents of code, kbd, samp, pre and of elements marked
+is kept inside its parent's span), siblings do not overlap, and every tag is written back byte for byte as
+sent. The contents of code, kbd, samp, pre and of elements marked
 translate="no" are translated with their sentence for its sense, and written back as sent.
 """
 

@@ -110,8 +110,12 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
         with ThreadPoolExecutor(17) as pool:
             long_one = pool.submit(running.post, "/mt/translate", json={"lines": busy, "source": "de", "target": "en"})
             time.sleep(0.5)
-            answers = list(pool.map(lambda line: running.post("/mt/translate", json={
-                "lines": [line], "source": "de", "target": "en"}).json(), lines))
+            together = threading.Barrier(len(lines))  # the 16 are sent at one moment, not as threads start
+
+            def ask(line: str) -> dict:
+                together.wait(timeout=60)
+                return running.post("/mt/translate", json={"lines": [line], "source": "de", "target": "en"}).json()
+            answers = list(pool.map(ask, lines))
             assert long_one.result().status_code == 200
         found = [a["results"][0]["hypotheses"][0] for a in answers]
         assert [f["text"] for f in found] == [e["text"] for e in expected]

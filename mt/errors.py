@@ -27,9 +27,9 @@ class HttpError(MtError):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-def needs(module: str, package: str):
-    """The module `module` of an optional extra, or one line saying which package installs it."""
+def needs(module: str, package: str, extra: str):
+    """The module `module` of the optional `extra`, or one line saying which package installs it."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise MtError(f"this needs {package}: pip install 'mt[documents]'") from None
+        raise MtError(f"this needs {package}: pip install 'mt[{extra}]'") from None

@@ -1,5 +1,5 @@
 """Writing files so that they are complete or absent (a temporary file beside the target, then a rename), and
-reading back the JSON records mt writes, a damaged one as a one-line error."""
+reading back JSON (the records mt writes, and other tools' files), a damaged one as a one-line error."""
 
 from __future__ import annotations
 
@@ -181,6 +181,22 @@ class _NamedWriter:
                 os.fsync(self.file.fileno())
         except OSError as e:
             raise OSError(e.errno, e.strerror, str(self.path)) from None
+
+
+def read_json(path: Path, shown: str | None = None):
+    """A JSON file's value, or a one-line error naming `shown` (default: the path)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MtError(f"{shown or path}: not readable JSON ({str(e).splitlines()[0]})") from None
+
+
+def read_json_object(path: Path, shown: str | None = None) -> dict:
+    """A JSON file that must hold an object (another tool's config or metadata), as `read_json`."""
+    value = read_json(path, shown)
+    if not isinstance(value, dict):
+        raise MtError(f"{shown or path}: not a JSON object")
+    return value
 
 
 def read_record(path: Path, remedy: str, keys: tuple[str, ...] = ()) -> dict:

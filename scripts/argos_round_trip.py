@@ -15,7 +15,6 @@ its own defaults, and the package translated by argostranslate (beam 4, length p
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,23 +24,15 @@ from pathlib import Path
 import sacrebleu
 import yaml
 
+from libretranslate_offline import call
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "ddtp-de-en"
-LT_PYTHON = ROOT / ".venv-lt" / "bin" / "python"
-OFFLINE = ROOT / "scripts" / "libretranslate_offline.py"
 
 
 def mt(*args, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mt", *map(str, args)], cwd=ROOT, check=True, text=True,
                           capture_output=True, **kwargs)
-
-
-def argos(home: Path, *args, input=None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
-               XDG_CACHE_HOME=str(home / "cache"), ARGOS_PACKAGES_DIR=str(home / "packages"))
-    return subprocess.run([str(LT_PYTHON), str(OFFLINE), *map(str, args)], input=input, env=env, check=True,
-                          text=True, capture_output=True).stdout
 
 
 def bleu(hypotheses: str, references: list[str]) -> float:
@@ -69,8 +60,8 @@ def stage(name: str, checkpoint: Path, package: Path, home: Path, dev: str, refs
     """BLEU of the checkpoint (mt translate, its defaults) and of its package through argostranslate."""
     ours = mt("translate", "-c", checkpoint, input=dev).stdout
     mt("export", "-c", checkpoint, "--format", "argos", "-o", package, "--force")
-    argos(home, "install", package)
-    theirs = argos(home, "translate", "de", "en", input=dev)
+    call(home, "install", package)
+    theirs = call(home, "translate", "de", "en", input=dev)
     row = {"stage": name, "mt_bleu": round(bleu(ours, refs), 2), "argos_bleu": round(bleu(theirs, refs), 2)}
     print(json.dumps(row), flush=True)
     return row

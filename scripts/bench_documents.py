@@ -119,7 +119,6 @@ def latency_during_a_large_document(url: str, pages: int) -> dict:
     """Seconds of one-sentence requests (one every 0.5 s) alone, then while a document of `pages` pages (30 dev
     lines each, as paragraphs) is translated by POST /translate_file."""
     import threading
-    import uuid
 
     lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()
     document = "".join(f"<p>{html.escape(lines[i % len(lines)], quote=False)}</p>\n" for i in range(30 * pages))
@@ -131,19 +130,11 @@ def latency_during_a_large_document(url: str, pages: int) -> dict:
         return time.perf_counter() - start
 
     alone = [one() for _ in range(10)]
-    boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"source\"\r\n\r\nde\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"target\"\r\n\r\nen\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"large.html\"\r\n"
-            f"Content-Type: text/html\r\n\r\n{document}\r\n--{boundary}--\r\n").encode()
     done, took = threading.Event(), {}
 
     def translate_large():
         start = time.perf_counter()
-        request = urllib.request.Request(url + "/translate_file", data=body,
-                                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
-        with urllib.request.urlopen(request, timeout=3600) as response:
-            json.load(response)
+        translated_file_url(url, "large.html", document.encode())
         took["seconds"] = time.perf_counter() - start
         done.set()
 
@@ -158,8 +149,8 @@ def latency_during_a_large_document(url: str, pages: int) -> dict:
             "during_p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 1), "probes": len(during)}
 
 
-def upload(url: str, filename: str, data: bytes) -> bytes:
-    """POST /translate_file (a multipart form, as LibreTranslate's clients send it), then the download."""
+def translated_file_url(url: str, filename: str, data: bytes) -> str:
+    """POST /translate_file (a multipart form, as LibreTranslate's clients send it): the translatedFileUrl."""
     import uuid
 
     boundary = uuid.uuid4().hex
@@ -170,8 +161,12 @@ def upload(url: str, filename: str, data: bytes) -> bytes:
     request = urllib.request.Request(url + "/translate_file", data=body,
                                      headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     with urllib.request.urlopen(request, timeout=3600) as response:
-        answer = json.load(response)
-    with urllib.request.urlopen(answer["translatedFileUrl"], timeout=600) as response:
+        return json.load(response)["translatedFileUrl"]
+
+
+def upload(url: str, filename: str, data: bytes) -> bytes:
+    """The file translated through /translate_file, downloaded."""
+    with urllib.request.urlopen(translated_file_url(url, filename, data), timeout=600) as response:
         return response.read()
 
 

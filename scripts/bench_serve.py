@@ -56,6 +56,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+import libretranslate_offline
+
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ROOT / "scripts" / "libretranslate_offline.py"
 DEV = ROOT / "data" / "ddtp-de-en" / "dev.de"
@@ -228,17 +230,13 @@ def start_mt(model: str, pair: tuple[str, str], batching: bool, device: str, wor
 
 
 def lt_env(work: Path, device: str, intra_threads: int | None = None, ct2_mkl: str = "0") -> dict:
-    env = dict(os.environ)
+    env = libretranslate_offline.environment(work / "lt")
     env.pop("CT2_USE_MKL", None)
     if ct2_mkl != "library":
         env["CT2_USE_MKL"] = ct2_mkl
-    for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
-        env[var] = str(work / "lt" / sub)
-    env["ARGOS_PACKAGES_DIR"] = str(work / "lt" / "packages")
     env["ARGOS_DEVICE_TYPE"] = "cuda" if device == "cuda" else "cpu"
     if intra_threads is not None:
         env["ARGOS_INTRA_THREADS"] = str(intra_threads)
-    env.pop("PYTHONPATH", None)
     return env
 
 
@@ -278,9 +276,7 @@ def prepare_lt(model: str, pair: tuple[str, str], ltvenv: Path, device: str, wor
             for path in sorted(folder.rglob("*")):
                 z.write(path, path.relative_to(folder.parent))
         zips.append(str(archive))
-    subprocess.run([str(python), "-c", "import sys; from pathlib import Path; import argostranslate.package as p; "
-                    "[p.install_from_path(Path(a)) for a in sys.argv[1:]]", *zips],
-                   check=True, env=lt_env(work, device))
+    libretranslate_offline.call(lt, "install", *zips, python=python)
     return OFFLINE
 
 

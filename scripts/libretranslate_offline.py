@@ -1,5 +1,5 @@
-"""argostranslate and LibreTranslate without the network, for the tests and scripts/bench_serve.py: run with the
-Python of a LibreTranslate install (the Makefile's .venv-lt).
+"""argostranslate and LibreTranslate without the network, for the tests and the scripts: run with the Python of a
+LibreTranslate install (the Makefile's .venv-lt), in an install of its own under HOME (`environment`, `call`).
 
     python scripts/libretranslate_offline.py install PACKAGE.argosmodel ...
     python scripts/libretranslate_offline.py translate SRC TGT < lines     (one translation a line)
@@ -10,11 +10,33 @@ one; here a regular expression replaces it: a sentence ends after `.`, `!` or `?
 go where ARGOS_PACKAGES_DIR says.
 """
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
-import argostranslate.sbd as sbd
+PYTHON = Path(__file__).resolve().parents[1] / ".venv-lt" / "bin" / "python"
+
+
+def environment(home: Path) -> dict:
+    """This process's environment for a LibreTranslate install of its own: its packages, data, settings and
+    caches under `home`, and no PYTHONPATH of mt's."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
+               XDG_CACHE_HOME=str(home / "cache"), ARGOS_PACKAGES_DIR=str(home / "packages"))
+    return env
+
+
+def call(home: Path, *args, input: str | None = None, python: Path = PYTHON, timeout: float = 300) -> str:
+    """What this script prints for `args`, run by `python` in the install under `home`."""
+    if not python.exists():
+        raise RuntimeError(f"no {python}: `make setup` installs LibreTranslate there")
+    proc = subprocess.run([str(python), __file__, *map(str, args)], input=input, capture_output=True, text=True,
+                          env=environment(home), timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"libretranslate_offline.py {args[0]} failed:\n{proc.stderr[-2000:]}")
+    return proc.stdout
 
 
 def split_sentences(self, text):
@@ -23,6 +45,8 @@ def split_sentences(self, text):
 
 
 def main(command: str, args: list[str]) -> None:
+    import argostranslate.sbd as sbd  # here: the module is imported by mt's Python too, for `call`
+
     sbd.MiniSBDSentencizer.split_sentences = split_sentences
     if command == "install":
         import argostranslate.package as package

@@ -6,9 +6,9 @@ packages, decoded by mt and by CTranslate2."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
+import sys
 import time
 import urllib.request
 import zipfile
@@ -19,29 +19,15 @@ import torch
 from tests.conftest import ROOT, TINY, one_error_line, run_mt, tiny_overrides
 from tests.test_marian import LINES, few_words_model, make_marian, spm_models  # noqa: F401 (a fixture)
 
-LT_PYTHON = ROOT / ".venv-lt" / "bin" / "python"
-OFFLINE = ROOT / "scripts" / "libretranslate_offline.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+try:
+    import libretranslate_offline as lt  # an install of its own per home, offline
+finally:
+    sys.path.remove(str(ROOT / "scripts"))
 # argostranslate's CTranslate2 call (argostranslate/translate.py): beam 4, length_penalty 0.2, CTranslate2's
 # max_decoding_length 256; mt's CTranslate2 backend passes --alpha as length_penalty.
 ARGOS_SETTINGS = ("--beam-size", "4", "--alpha", "0.2", "--max-len-a", "0", "--max-len-b", "256")
 ONE_SENTENCE = [line for line in LINES if len(re.split(r"(?<=[.!?])\s+", line.strip())) == 1][:25]
-
-
-def lt_env(home) -> dict:
-    """A LibreTranslate install of its own: packages and caches under `home`, no PYTHONPATH of ours."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
-               XDG_CACHE_HOME=str(home / "cache"), ARGOS_PACKAGES_DIR=str(home / "packages"),
-               ARGOS_DEVICE_TYPE="cpu")
-    return env
-
-
-def offline(home, *args, input=None) -> str:
-    assert LT_PYTHON.exists(), f"no {LT_PYTHON}: `make setup` installs LibreTranslate there"
-    proc = subprocess.run([str(LT_PYTHON), str(OFFLINE), *map(str, args)], input=input, capture_output=True,
-                          text=True, env=lt_env(home), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +38,7 @@ def package(spm_models, tmp_path_factory):  # noqa: F811
     few_words_model(folder, spm_models["both"])
     run_mt("export", "-c", folder / "model.pt", "--format", "argos", "--source-lang", "de", "--target-lang", "en",
            "-o", folder / "small.argosmodel")
-    offline(folder / "home", "install", folder / "small.argosmodel")
+    lt.call(folder / "home", "install", folder / "small.argosmodel")
     return folder / "small.argosmodel", folder / "home"
 
 
@@ -60,7 +46,7 @@ def test_argostranslate_translates_an_exported_package_as_mt_does_with_its_setti
     archive, home = package
     installed = home / "packages" / "translate-de_en-1_0"
     assert json.loads((installed / "metadata.json").read_text())["from_code"] == "de"
-    theirs = offline(home, "translate", "de", "en", input="\n".join(ONE_SENTENCE) + "\n").splitlines()
+    theirs = lt.call(home, "translate", "de", "en", input="\n".join(ONE_SENTENCE) + "\n").splitlines()
     ours = run_mt("translate", "-c", installed / "model", *ARGOS_SETTINGS,
                   input="\n".join(ONE_SENTENCE) + "\n").stdout.splitlines()
     # argostranslate turns every "_" into a space, and its CTranslate2 call keeps min_decoding_length 1 (mt allows
@@ -77,8 +63,8 @@ def test_libretranslate_serves_an_exported_package(package, tmp_path):
     archive, home = package
     port = _free_port()
     log = open(tmp_path / "lt.log", "w")
-    proc = subprocess.Popen([str(LT_PYTHON), str(OFFLINE), "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--load-only", "de,en"], env=lt_env(home), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(lt.PYTHON), lt.__file__, "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--load-only", "de,en"], env=lt.environment(home), stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
         languages = _wait_json(url + "/languages", proc, tmp_path / "lt.log")
@@ -89,7 +75,7 @@ def test_libretranslate_serves_an_exported_package(package, tmp_path):
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
             served = json.load(response)["translatedText"]
-        assert served == offline(home, "translate", "de", "en", input=line + "\n").strip()
+        assert served == lt.call(home, "translate", "de", "en", input=line + "\n").strip()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -259,10 +245,11 @@ def test_a_packed_sentence_splitter_is_the_one_argostranslate_uses(trained_tiny,
     run_mt("export", "-c", trained_tiny / "checkpoint_last.pt", "--format", "argos", "--sentence-splitter",
            tmp_path / "de.onnx", "-o", tmp_path / "p.argosmodel")
     home = tmp_path / "home"
-    offline(home, "install", tmp_path / "p.argosmodel")
+    lt.call(home, "install", tmp_path / "p.argosmodel")
     script = ("import argostranslate.package as p, argostranslate.sbd as s; "
               "print(s.MiniSBDSentencizer(p.get_installed_packages()[0]).lang)")
-    proc = subprocess.run([str(LT_PYTHON), "-c", script], capture_output=True, text=True, env=lt_env(home), timeout=120)
+    proc = subprocess.run([str(lt.PYTHON), "-c", script], capture_output=True, text=True, env=lt.environment(home),
+                          timeout=120)
     assert proc.stdout.strip() == str(home / "packages" / "translate-de_en-1_0" / "minisbd" / "de.onnx"), proc.stderr
 
 

@@ -73,7 +73,7 @@ class HtmlDocument:
     def __init__(self, document: str):
         self.parts = _units(html_events(document))
         self.sentences = [text for part in self.parts if isinstance(part, Unit)
-                          for text, _, _ in _sentences(part.text)]
+                          for text, _, _ in sentence_spans(part.text)]
 
     def render(self, translations: list[tuple[str, str | None]]) -> str:
         given = iter(translations)
@@ -125,7 +125,7 @@ def _kept_end(events: list[Event], at: int) -> int:
     return len(events)
 
 
-def _sentences(text: str) -> list[tuple[str, int, int]]:
+def sentence_spans(text: str) -> list[tuple[str, int, int]]:
     """(sentence, start, end) of each sentence to translate in a unit's text."""
     found, at = [], 0
     for piece in split_text(text):
@@ -142,7 +142,7 @@ def _escape(text: str) -> str:
 def render_unit(unit: Unit, given, escape=_escape) -> str:
     """The unit with its sentences' translations (the next ones of `given`, (text, alignment) each) and its tags
     placed; the text through `escape`."""
-    sentences = _sentences(unit.text)
+    sentences = sentence_spans(unit.text)
     inside, outside = _assign(unit.tags, sentences)
     out, at, tag = [], 0, 0
     for k, (sentence, start, end) in enumerate(sentences):

@@ -64,7 +64,7 @@ class DocxDocument(_OfficeDocument):
     dialect = WORD
 
     def __init__(self, data: bytes, name: Path):
-        docx = needs("docx", "python-docx")
+        docx = needs("docx", "python-docx", "documents")
         _check_archive(data, name, "a Word document (.docx)")
         try:
             doc = docx.Document(io.BytesIO(data))
@@ -78,7 +78,7 @@ class PptxDocument(_OfficeDocument):
     dialect = SLIDES
 
     def __init__(self, data: bytes, name: Path):
-        pptx = needs("pptx", "python-pptx")
+        pptx = needs("pptx", "python-pptx", "documents")
         _check_archive(data, name, "a PowerPoint presentation (.pptx)")
         try:
             prs = pptx.Presentation(io.BytesIO(data))

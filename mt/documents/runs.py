@@ -9,7 +9,7 @@ translation splits what it held: the writer copies its formatting for each segme
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import Tag, Unit, _sentences, render_unit
+from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
 
 OPEN, CLOSE = "\ue000", "\ue001"  # private-use characters marking a run's segment in the rendered text
 
@@ -26,7 +26,7 @@ class RunsParagraph:
                 tags += [Tag(at, f"{OPEN}{i}{OPEN}", "open", f"r{i}"), Tag(at + len(text), CLOSE, "close", f"r{i}")]
             at += len(text)
         self.unit = Unit("".join(runs), tags)
-        self.sentences = [text for text, _, _ in _sentences(self.unit.text)]
+        self.sentences = [text for text, _, _ in sentence_spans(self.unit.text)]
 
     def render(self, given) -> list[tuple[int, str]]:
         """(run, text) segments of the paragraph's translation, from the next translations of `given`."""

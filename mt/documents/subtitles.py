@@ -33,7 +33,7 @@ class _Cues:
 
 class SrtDocument:
     def __init__(self, data: bytes, name: Path):
-        srt = needs("srt", "srt")
+        srt = needs("srt", "srt", "documents")
         text = _decoded(data, name)
         try:
             self.subtitles = list(srt.parse(text))
@@ -43,7 +43,7 @@ class SrtDocument:
         self.sentences = self.cues.sentences
 
     def render(self, translations: list[tuple[str, str | None]]) -> bytes:
-        srt = needs("srt", "srt")
+        srt = needs("srt", "srt", "documents")
         for subtitle, text in zip(self.subtitles, self.cues.translated(translations)):
             subtitle.content = text
         return srt.compose(self.subtitles, reindex=False).encode("utf-8")
@@ -51,7 +51,7 @@ class SrtDocument:
 
 class VttDocument:
     def __init__(self, data: bytes, name: Path):
-        webvtt = needs("webvtt", "webvtt-py")
+        webvtt = needs("webvtt", "webvtt-py", "documents")
         from webvtt.errors import MalformedCaptionError, MalformedFileError
 
         try:

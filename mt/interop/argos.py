@@ -21,7 +21,7 @@ import torch
 
 from mt.documents.archives import check_members
 from mt.errors import MtError
-from mt.files import atomic_write
+from mt.files import atomic_write, read_json_object
 from mt.interop.ctranslate2 import export_ctranslate2
 
 DEFAULT_QUANTIZATION = "int8"  # what LibreTranslate's own packages hold
@@ -168,12 +168,7 @@ def _metadata(folder: Path, shown: Path) -> dict:
     if not path.is_file():
         raise MtError(f"{shown}: no metadata.json, so not an Argos package")
     name = f"{shown}: metadata.json" if shown != folder else str(path)
-    try:
-        metadata = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MtError(f"{name}: not readable JSON ({str(e).splitlines()[0]})") from None
-    if not isinstance(metadata, dict):
-        raise MtError(f"{name}: not a JSON object")
+    metadata = read_json_object(path, name)
     metadata.setdefault("type", "translate")  # argostranslate's default
     missing = [key for key in REQUIRED if not isinstance(metadata.get(key), str) or not metadata[key]]
     if missing:

@@ -10,7 +10,6 @@ integers are round(weight * scale).
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 import torch
 
 from mt.errors import MtError
+from mt.files import read_json, read_json_object
 
 BINARY_VERSIONS = range(4, 7)  # 4: dtype ids and byte counts (CTranslate2 2.x); 6: current
 DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # CTranslate2's DataType ids, in order
@@ -40,9 +40,7 @@ class Ct2Model:
 def read_ct2_model(directory: Path) -> Ct2Model:
     spec, variables = read_model_bin(directory / "model.bin")
     config_path = directory / "config.json"
-    config = read_json(config_path) if config_path.is_file() else {}
-    if not isinstance(config, dict):
-        raise MtError(f"{config_path}: not a JSON object")
+    config = read_json_object(config_path) if config_path.is_file() else {}
     source, target = read_vocabularies(directory)
     return Ct2Model(spec, variables, config, source, target)
 
@@ -146,9 +144,3 @@ def _vocabulary(directory: Path, side: str) -> list[str] | None:
         return txt_path.read_text(encoding="utf-8").split("\n")[:-1]
     return None
 
-
-def read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MtError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None

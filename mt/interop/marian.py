@@ -14,7 +14,6 @@ the rest in Marian's order; the rows of the shared embedding and of the output b
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 from mt.checkpoint import ModelPart, checkpoint_dict, load_tensors, save_checkpoint
 from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig, config_to_dict
 from mt.errors import MtError
+from mt.files import read_json_object
 from mt.model.transformer import build_model, sinusoidal_positions
 from mt.symbols import BOS, EOS, PAD, UNK
 from mt.data.tokenizer import Tokenizer, renumbered
@@ -57,7 +57,7 @@ def import_marian(directory: str | Path, output: str | Path, log=print) -> Confi
     if missing:
         raise MtError(f"{directory / missing[0]}: missing (a Hugging Face Marian directory holds "
                       f"{', '.join(FILES)} and model.safetensors or pytorch_model.bin)")
-    hf = {**MARIAN_DEFAULTS, **_read_json(directory / "config.json")}
+    hf = {**MARIAN_DEFAULTS, **read_json_object(directory / "config.json")}
     weights = load_weights(directory)
     cfg_model = model_config(hf, directory / "config.json", positions_layout(weights, hf, directory))
     order = marian_order(hf, _read_vocabulary(directory, hf))
@@ -195,7 +195,7 @@ def load_weights(directory: Path) -> dict[str, torch.Tensor]:
     """The state dict in model.safetensors (or the shards its index names), else in pytorch_model.bin."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        files = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        files = sorted(set(read_json_object(index).get("weight_map", {}).values()))
     elif (directory / "model.safetensors").is_file():
         files = ["model.safetensors"]
     elif (directory / "pytorch_model.bin").is_file():
@@ -215,25 +215,15 @@ def load_weights(directory: Path) -> dict[str, torch.Tensor]:
 
 def _read_vocabulary(directory: Path, hf: dict) -> dict[str, int]:
     config = directory / "tokenizer_config.json"
-    if config.is_file() and _read_json(config).get("separate_vocabs"):
+    if config.is_file() and read_json_object(config).get("separate_vocabs"):
         raise MtError(f"{config}: separate_vocabs true: mt's shared embeddings need one vocabulary")
-    vocab = _read_json(directory / "vocab.json")
+    vocab = read_json_object(directory / "vocab.json")
     if sorted(vocab.values()) != list(range(len(vocab))):
         raise MtError(f"{directory / 'vocab.json'}: its ids are not 0 to {len(vocab) - 1}, each once")
     if len(vocab) != hf["vocab_size"]:
         raise MtError(f"{directory / 'config.json'}: vocab_size {hf['vocab_size']!r}: vocab.json has "
                       f"{len(vocab)} pieces")
     return vocab
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MtError(f"{path}: not readable JSON ({str(e).splitlines()[0]})") from None
-    if not isinstance(value, dict):
-        raise MtError(f"{path}: not a JSON object")
-    return value
 
 
 def sentencepiece_type(tok: Tokenizer) -> str:

@@ -32,6 +32,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Train and run the Transformer of 'Attention Is All You Need'.")
 
 SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Override a config value: section.key=value")]
+SourceLang = Annotated[Optional[str], typer.Option("--source-lang", help="A multilingual model's source language "
+                                                   "code (checked against the directions it knows).")]
+TargetLang = Annotated[Optional[str], typer.Option("--target-lang", help="A multilingual model's target language "
+                                                   "code (`mt info` lists its directions).")]
 RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's last-update weights, not its "
                                           "moving average (train.ema_decay).")]
 
@@ -120,8 +124,8 @@ def _clean_outputs(prefix: str, values: dict) -> list[Path]:
 
 
 def _served_paths(specs: list[str], values: dict) -> list[str]:
-    """The paths in `SRC:TGT=PATH[,PATH...]` specs."""
-    return [path for spec in specs for path in spec.partition("=")[2].split(",") if path]
+    """The paths in `SRC:TGT=PATH[,PATH...]` (or `PATH[,PATH...]`) specs, as ModelSpec.parse reads them."""
+    return [path for spec in specs for path in (spec.partition("=")[2] if "=" in spec else spec).split(",") if path]
 
 
 def _comma_separated(paths: list[Path], values: dict) -> list[Path]:
@@ -267,6 +271,8 @@ def translate(
     input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .srt .vtt "
                                               ".docx .pptx .epub; else lines), lines, text, html, srt, vtt, docx, "
                                               "pptx or epub.")] = "auto",
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
     decode: DecodeChoices = None,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o), or a document (--input-format) into one of its
@@ -293,7 +299,7 @@ def translate(
         if given:
             raise MtError(f"{given}: for line input only; the input is read as {document} (--input-format lines "
                           "reads it as lines)")
-    tr = load_translator(checkpoint, device, quantize, raw_weights)
+    tr = load_translator(checkpoint, device, quantize, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     opts = decode.applied_to(tr.cfg.decode)
     if document is not None:
         translate_document(tr, input, output, opts, document, _warn)
@@ -345,6 +351,8 @@ def evaluate(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Keep the hypotheses here.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     raw_weights: RawWeights = False,
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
     decode: DecodeChoices = None,
 ):
     """Score hypotheses against references with sacrebleu (translating --src with -c first if given)."""
@@ -366,7 +374,7 @@ def evaluate(
     if hyp is not None:
         hyps = read_lines(hyp)
     else:
-        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode)
+        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode, (source_lang, target_lang))
     if len(hyps) != len(refs):
         raise MtError(f"{hyp or src} has {len(hyps)} lines but {ref} has {len(refs)}")
     result = score_corpus(hyps, refs, [m.strip() for m in metrics.split(",") if m.strip()])
@@ -377,13 +385,14 @@ def evaluate(
             print(f"{name}\t{value['score']:.2f}\t{value['signature']}")
 
 
-def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices) -> list[str]:
+def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices,
+                              languages: tuple[str | None, str | None]) -> list[str]:
     from mt.files import atomic_write_text
     from mt.commands.translate import run_translate
     from mt.decoding.lines import LineFormat
     from mt.decoding.loading import load_translator
 
-    tr = load_translator(checkpoint, device, raw_weights=raw_weights)
+    tr = load_translator(checkpoint, device, raw_weights=raw_weights).toward(*languages, str(checkpoint[0]))
     sink = io.StringIO()
     with open(src, "rb") as source:
         run_translate(tr, source, sink, decode.applied_to(tr.cfg.decode), LineFormat(), _warn)
@@ -408,6 +417,8 @@ def score(
     batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Tokens per teacher-forced batch (the wider "
                                                         "side of each pair, padding counted; default 2048).")] = None,
     raw_weights: RawWeights = False,
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
 ):
     """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
     from mt.decoding.scoring import run_score
@@ -420,7 +431,7 @@ def score(
     _check_device(device)
     check_input(src, "--src")
     check_input(tgt, "--tgt")
-    tr = load_translator(checkpoint, device, None, raw_weights)
+    tr = load_translator(checkpoint, device, None, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
               warn=_warn, batch_tokens=batch_tokens)
 
@@ -456,7 +467,8 @@ def average(
 @files(reads=("model", "api_keys"), expand={"model": _served_paths})
 def serve(
     model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a CTranslate2 export "
-                                             "(mt export), or A.pt,B.pt (an ensemble); repeat for more pairs.")],
+                                             "(mt export), or A.pt,B.pt (an ensemble); repeat for more pairs. PATH "
+                                             "alone: every direction of a multilingual model.")],
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="0: any free port (the ready line says which).")] = 5000,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -27,8 +28,21 @@ class CorpusConfig:
 
     src: str
     tgt: str
-    weight: float = 1.0  # this corpus' share of the training batches, relative to the others' weights
+    weight: float | None = None  # this corpus' share of the batches, relative to the others' weights; unset: 1,
+    # or with languages named, its size to the power 1 / data.temperature
     tag: str | None = None  # a token put before every source sentence of this corpus, e.g. <BT> (Caswell et al.)
+    src_lang: str | None = None  # its languages' codes (e.g. de, en): a multilingual model names them for every
+    tgt_lang: str | None = None  # corpus of data.train (docs/multilingual.md)
+
+
+@dataclass(frozen=True)
+class DevSetConfig:
+    """One entry of `data.dev`: a multilingual model's dev set of one direction."""
+
+    src: str
+    tgt: str
+    src_lang: str
+    tgt_lang: str
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,9 @@ class DataConfig:
     train_tgt: str | None = None
     dev_src: str | None = None
     dev_tgt: str | None = None
+    dev: tuple[DevSetConfig, ...] = ()  # dev sets of several directions (a multilingual model), instead of dev_src
+    temperature: float = 5.0  # corpora with languages and no weights: each one's share of the batches is its
+    # size to the power 1/temperature (Arivazhagan et al. 2019): 1 samples as the sizes are, larger evens them out
     dataset: str | None = None  # ... or a `datasets` name / `save_to_disk` folder
     dataset_config: str | None = None
     src_lang: str | None = None
@@ -232,6 +249,16 @@ class DistillConfig:
 
 
 @dataclass(frozen=True)
+class LanguagesConfig:
+    """The directions a model translates (mt/data/languages.py). Training sets it from data.train's languages,
+    `mt import` from the imported model; a config only sets `token`, to fine-tune a model that has one."""
+
+    directions: tuple[str, ...] = ()  # source:target codes, e.g. de:en; empty: one direction, languages unnamed
+    token: str = "none"  # none | target: a token >>xx<< before each source names the target language (Johnson
+    # et al. 2017; OPUS-MT's multi-target models): the default when data.train has more than one target language
+
+
+@dataclass(frozen=True)
 class Config:
     output_dir: str = "runs/default"
     data: DataConfig = field(default_factory=DataConfig)
@@ -241,6 +268,7 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    languages: LanguagesConfig = field(default_factory=LanguagesConfig)
 
 
 _SECTION_CLASSES = {
@@ -251,6 +279,7 @@ _SECTION_CLASSES = {
     "decode": DecodeConfig,
     "clean": CleanConfig,
     "distill": DistillConfig,
+    "languages": LanguagesConfig,
 }
 DEVICES = ("auto", "cpu", "cuda")
 _CHOICES = {
@@ -263,6 +292,7 @@ _CHOICES = {
     ("train", "precision"): ("fp32", "bf16", "fp16"),
     ("train", "best_metric"): ("bleu", "chrf", "loss"),
     ("clean", "ratio_unit"): ("chars", "words"),
+    ("languages", "token"): ("none", "target"),
 }
 
 
@@ -293,7 +323,7 @@ def config_from_dict(raw: dict, source: str = "config") -> Config:
         raise ConfigError(f"{source}: output_dir must name a folder, got {output_dir!r}")
     cfg = Config(output_dir=output_dir, **sections)
     _validate(cfg, source)
-    return cfg
+    return dataclasses.replace(cfg, languages=trained_languages(cfg, source)) if _names_languages(cfg.data) else cfg
 
 
 def config_to_dict(cfg: Config) -> dict:
@@ -504,8 +534,15 @@ def _validate(cfg: Config, source: str) -> None:
             fail(key, f"must not be negative, got {value}")
     check_decode(d, source)
     _validate_clean(cfg.clean, fail)
-    if t.patience and not (cfg.data.dev_src or cfg.data.dataset):
-        fail("train.patience", "needs a dev set (data.dev_src and data.dev_tgt, or data.dataset)")
+    if t.patience and not (cfg.data.dev_src or cfg.data.dataset or cfg.data.dev):
+        fail("train.patience", "needs a dev set (data.dev_src and data.dev_tgt, data.dev, or data.dataset)")
+    if cfg.languages.token == "target" and not (cfg.languages.directions or _names_languages(cfg.data)):
+        fail("languages.token", "target needs the languages of the model: name each data.train corpus' src_lang "
+                                "and tgt_lang")
+    for direction in cfg.languages.directions:
+        source_lang, colon, target_lang = direction.partition(":")
+        if not (colon and LANGUAGE_CODE.match(source_lang) and LANGUAGE_CODE.match(target_lang)):
+            fail("languages.directions", f"entries are source:target language codes (de:en), got {direction!r}")
     if k.vocab_size < 8:
         fail("tokenizer.vocab_size", f"must be at least 8, got {k.vocab_size}")
     if not 0.0 < k.character_coverage <= 1.0:
@@ -516,10 +553,55 @@ def _validate_corpora(data: DataConfig, fail) -> None:
     if data.train and (data.train_src or data.train_tgt or data.dataset):
         fail("data.train", "lists the training corpora: leave data.train_src, data.train_tgt and data.dataset unset")
     for i, corpus in enumerate(data.train):
-        if corpus.weight <= 0:
+        if corpus.weight is not None and corpus.weight <= 0:
             fail(f"data.train[{i}].weight", f"must be positive, got {corpus.weight}")
         if corpus.tag is not None and (not corpus.tag or any(c.isspace() for c in corpus.tag)):
             fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")
+    if not (math.isfinite(data.temperature) and data.temperature > 0):
+        fail("data.temperature", f"must be a positive number, got {data.temperature}")
+    if data.dev and (data.dev_src or data.dev_tgt or data.dataset):
+        fail("data.dev", "lists the dev sets with their languages: leave data.dev_src, data.dev_tgt and data.dataset "
+                         "unset")
+    if _names_languages(data) or data.dev:
+        _validate_languages(data, fail)
+
+
+def _names_languages(data: DataConfig) -> bool:
+    return any(c.src_lang or c.tgt_lang for c in data.train)
+
+
+def _validate_languages(data: DataConfig, fail) -> None:
+    """A multilingual config: every corpus and dev set names both languages with a code; each dev set's direction
+    has training data."""
+    for key, entries in (("data.train", data.train), ("data.dev", data.dev)):
+        for i, entry in enumerate(entries):
+            for side in ("src_lang", "tgt_lang"):
+                code = getattr(entry, side)
+                if not code:
+                    fail(f"{key}[{i}].{side}", "is missing: with languages named, every corpus names both of its "
+                                               "languages (src_lang and tgt_lang)")
+                if not LANGUAGE_CODE.match(code):
+                    fail(f"{key}[{i}].{side}", f"must be a language code such as de, fra or zho_Hans, got {code!r}")
+    trained = {(c.src_lang, c.tgt_lang) for c in data.train}
+    for i, dev in enumerate(data.dev):
+        if (dev.src_lang, dev.tgt_lang) not in trained:
+            fail(f"data.dev[{i}]", f"is a dev set of {dev.src_lang}:{dev.tgt_lang}, a direction data.train has no "
+                                   f"corpus of (it has {', '.join(sorted(f'{s}:{t}' for s, t in trained))})")
+
+
+# A language code: ISO 639-1 or 639-3, optionally with a script or region (zho_Hans, pt_BR, zh-Hant).
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}([_-][A-Za-z0-9]{2,8})?$")
+
+
+def trained_languages(cfg: Config, source: str) -> LanguagesConfig:
+    """The languages section of a config whose data.train names languages: its directions, in the order first
+    named, and a target token when there is more than one target language (or the config asks for one)."""
+    directions = tuple(dict.fromkeys(f"{c.src_lang}:{c.tgt_lang}" for c in cfg.data.train))
+    if cfg.languages.directions and set(cfg.languages.directions) != set(directions):
+        raise ConfigError(f"{source}: languages.directions {', '.join(cfg.languages.directions)}: set from "
+                          f"data.train's languages ({', '.join(directions)}); leave it out")
+    targets = {c.tgt_lang for c in cfg.data.train}
+    return LanguagesConfig(directions, "target" if len(targets) > 1 else cfg.languages.token)
 
 
 def _validate_clean(c: CleanConfig, fail) -> None:

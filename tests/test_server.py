@@ -23,10 +23,11 @@ DEV = DATA / "dev.de"
 
 
 class RunningServer:
-    def __init__(self, checkpoint: Path, *options: str):
+    def __init__(self, checkpoint: Path, *options: str, spec: str | None = None):
+        """`mt serve -m de:en=CHECKPOINT` (or `-m SPEC`) on a free port, once it says it is ready."""
         env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-m", f"de:en={checkpoint}", "--port", "0",
-                                      *options], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-m", spec or f"de:en={checkpoint}",
+                                      "--port", "0", *options], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         self.log: list[str] = []
         deadline = time.monotonic() + 120

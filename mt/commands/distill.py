@@ -27,6 +27,7 @@ from mt.config import Config, CorpusConfig
 from mt.decoding.lines import translate_lines
 from mt.commands.distill_corpus import (MADE_BY, claim, filter_pairs, made_by, recorded_state,
                                         score_translations, translate_corpus)
+from mt.data.languages import directions
 from mt.data.prepare import STAMP
 from mt.errors import MtError
 from mt.interop.ctranslate2 import export_ctranslate2
@@ -36,6 +37,7 @@ from mt.training.corpus_scores import score_corpus
 from mt.decoding.scoring import score_pairs
 from mt.training.loop import train
 from mt.decoding.loading import load_translator
+from mt.decoding.protocol import Translator
 
 DIRECTION_SAMPLE = 200  # training pairs scored both ways to tell the teachers' direction
 EXPORT = "student-ct2-int8"
@@ -53,7 +55,7 @@ def distill(cfg: Config, log, restart: bool = False) -> int | None:
         folder = out / "distilled"
         recorded = recorded_state(folder, cfg.distill.filter_worst)  # refused before any work, nothing touched
         finished_report(out)
-        teachers = load_translator(list(cfg.distill.teachers), cfg.train.device)
+        teachers = teacher_direction(load_translator(list(cfg.distill.teachers), cfg.train.device), cfg)
         check_direction(teachers, cfg)
         claim(folder, recorded, made_by(cfg, teachers))
         translate_corpus(teachers, cfg, folder, log)
@@ -125,6 +127,13 @@ def _new_folder(path: Path) -> Path:
             return candidate
         except FileExistsError:
             continue
+
+
+def teacher_direction(teachers: Translator, cfg: Config) -> Translator:
+    """Multilingual teachers asked for the student's direction, data.src_lang to data.tgt_lang."""
+    if not directions(teachers.cfg):
+        return teachers
+    return teachers.toward(cfg.data.src_lang, cfg.data.tgt_lang, "distill.teachers", ("data.src_lang", "data.tgt_lang"))
 
 
 def check_direction(teachers, cfg: Config) -> None:

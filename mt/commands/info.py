@@ -9,6 +9,7 @@ from mt.decoding.ct2_backend import MARKER, is_exported, read_marker
 from mt.errors import MtError
 from mt.config import Config, config_from_dict, load_config
 from mt.model.transformer import build_model, count_parameters
+from mt.data.languages import described, directions
 from mt.data.prepare import STAMP, data_dir, load_prepared
 from mt.data.tokenizer import Tokenizer
 
@@ -58,4 +59,8 @@ def describe(path: Path, overrides: list[str]) -> str:
         f"tied embeddings: {shared}",
         f"parameters: {count_parameters(model)}",
     ]
+    known = directions(cfg)
+    if known:
+        how = "; a >>xx<< token before the source names the target" if cfg.languages.token == "target" else ""
+        lines.append(f"directions: {described(known)}{how}")
     return "\n".join(lines)

@@ -74,13 +74,18 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
     return offsets
 
 
-def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None):
-    """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens.
+def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None,
+                  src_prefixes: list[list[int]] | None = None):
+    """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens. `src_prefixes`: token
+    ids put before each non-empty source (a language token, mt/data/languages.py).
 
     Returns (corpus, counts), tokens as int32. `mt prepare` streams the same steps to disk (`CorpusWriter.add`);
     this is the reference it is tested against, and how the small dev set is encoded.
     """
-    src, src_lengths = flatten(src_tok.encode(src_lines))
+    src_ids = src_tok.encode(src_lines)
+    if src_prefixes is not None:
+        src_ids = [[*prefix, *ids] if ids else ids for prefix, ids in zip(src_prefixes, src_ids)]
+    src, src_lengths = flatten(src_ids)
     tgt, tgt_lengths = flatten(tgt_tok.encode(tgt_lines))
     keep, counts = keep_mask(src_lengths, tgt_lengths, max_len)
     corpus = Corpus(torch.from_numpy(src[np.repeat(keep, src_lengths)]),

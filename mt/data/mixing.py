@@ -14,6 +14,8 @@ import torch
 
 from mt.data.batching import Batch, BatchSchedule, training_batches
 from mt.data.corpus import Corpus
+from mt.data.languages import temperature_weights
+from mt.data.parallel_text import TrainingCorpus
 
 DRAWS_PER_BLOCK = 4096  # corpus draws made at once, from (seed, block number)
 
@@ -52,6 +54,14 @@ class MixedSchedule:
         self.drawn = list(state["drawn"])
         for schedule, corpus_state in zip(self.schedules, state["corpora"]):
             schedule.load_state(corpus_state)
+
+
+def corpus_weights(corpora: list[TrainingCorpus], sizes: list[int], temperature: float) -> list[float]:
+    """Each corpus' weight: the one data.train gives it (1 if unset); with languages named and no weight given, its
+    share by temperature sampling over the pairs kept (`temperature_weights`)."""
+    if any(c.src_lang for c in corpora) and all(c.weight is None for c in corpora):
+        return temperature_weights(sizes, temperature)
+    return [1.0 if c.weight is None else c.weight for c in corpora]
 
 
 def training_schedule(parts: list[Corpus], batch_tokens: int, weights: list[float], seed: int, rank: int,

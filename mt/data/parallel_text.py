@@ -111,7 +111,8 @@ def _paths(cfg: DataConfig, split: str) -> tuple[str | None, str | None]:
 def source_files(cfg: DataConfig) -> dict[str, str]:
     """The local files a prepared corpus is made from, keyed by the config key that names each (a local
     `data.dataset` folder: each file in it)."""
-    files = {f"data.train[{i}].{side}": getattr(c, side) for i, c in enumerate(cfg.train) for side in ("src", "tgt")}
+    files = {f"data.{key}[{i}].{side}": getattr(c, side) for key in ("train", "dev")
+             for i, c in enumerate(getattr(cfg, key)) for side in ("src", "tgt")}
     files.update({f"data.{key}": getattr(cfg, key) for key in ("train_src", "train_tgt", "dev_src", "dev_tgt")
                   if getattr(cfg, key)})
     if cfg.dataset and Path(cfg.dataset).is_dir():
@@ -133,16 +134,29 @@ class TrainingCorpus:
     """One training corpus, as `mt prepare` reads it."""
 
     name: str  # how the log names it: its source file, or the dataset
-    weight: float  # its share of the batches, relative to the other corpora's (mt/data/mixing.py)
+    weight: float | None  # its share of the batches, relative to the other corpora's (mt/data/mixing.py)
     tag: str | None  # a token put before each of its source sentences
     chunks: Callable[[], Chunks]  # a fresh reading of its (source lines, target lines)
+    src_lang: str | None = None  # its languages, when the config names them
+    tgt_lang: str | None = None
 
 
 def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
     """The entries of data.train, or the one corpus of data.train_src/train_tgt or data.dataset."""
     if cfg.train:
-        return [TrainingCorpus(c.src, c.weight, c.tag, partial(parallel_chunks, c.src, c.tgt)) for c in cfg.train]
+        return [TrainingCorpus(c.src, c.weight, c.tag, partial(parallel_chunks, c.src, c.tgt), c.src_lang, c.tgt_lang)
+                for c in cfg.train]
     return [TrainingCorpus(cfg.train_src or cfg.dataset or "train", 1.0, None, partial(split_chunks, cfg, "train"))]
+
+
+def dev_sets(cfg: DataConfig) -> list[tuple[str | None, str | None, list[str], list[str]]]:
+    """The dev sets as (source language, target language, source lines, target lines): data.dev's, or the one of
+    data.dev_src/dev_tgt or data.dataset (its languages those of data.src_lang/tgt_lang); none without a dev set."""
+    if cfg.dev:
+        return [(d.src_lang, d.tgt_lang, *joined(parallel_chunks(d.src, d.tgt))) for d in cfg.dev]
+    if cfg.dev_src or cfg.dev_tgt or cfg.dataset:
+        return [(cfg.src_lang, cfg.tgt_lang, *load_split(cfg, "dev"))]
+    return []
 
 
 def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:

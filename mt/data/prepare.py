@@ -34,8 +34,9 @@ from mt.checkpoint import init_source
 from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity
 from mt.data.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
-from mt.data.parallel_text import TrainingCorpus, load_split, parallel_chunks, source_files, training_corpora
-from mt.errors import DataError
+from mt.data.languages import source_prefix, tokens_of
+from mt.data.parallel_text import TrainingCorpus, dev_sets, parallel_chunks, source_files, training_corpora
+from mt.errors import DataError, MtError
 from mt.progress import Progress
 from mt.data.tokenizer import Tokenizer, train_tokenizer
 
@@ -54,6 +55,7 @@ class PreparedData:
     dev_ref: list[str]
     stats: dict
     train_parts: list[Corpus]  # the training corpora of data.train, in order, as parts of `train` (one: `train`)
+    dev_directions: list[tuple[str | None, str | None, int]]  # the dev sets in order: languages, lines (data.dev)
 
 
 def data_dir(cfg: Config) -> Path:
@@ -166,12 +168,13 @@ def load_prepared(cfg: Config) -> PreparedData:
     train = map_corpus(folder, "train", meta["train"])
     bounds = np.cumsum([0, *meta["train"].get("parts", [len(train)])]).tolist()
     parts = [train.part(start, stop) for start, stop in zip(bounds, bounds[1:])]
-    return PreparedData(src_tok, tgt_tok, train, dev, dev_text["src"], dev_text["ref"], meta["stats"], parts)
+    directions = [tuple(d) for d in dev_text.get("directions", [[None, None, len(dev_text["src"])]])]
+    return PreparedData(src_tok, tgt_tok, train, dev, dev_text["src"], dev_text["ref"], meta["stats"], parts,
+                        directions)
 
 
 def _build(cfg: Config, folder: Path, log) -> None:
-    has_dev = bool(cfg.data.dev_src or cfg.data.dev_tgt or cfg.data.dataset)
-    dev_src, dev_ref = load_split(cfg.data, "dev") if has_dev else ([], [])  # small; first, so a bad file fails fast
+    devs = dev_sets(cfg.data)  # small; first, so a bad file fails fast
     corpora = _cleaned_corpora(cfg, training_corpora(cfg.data), folder, log) if cfg.data.clean else \
         training_corpora(cfg.data)
     if cfg.tokenizer.vocab_file and not cfg.train.init_from:
@@ -186,10 +189,10 @@ def _build(cfg: Config, folder: Path, log) -> None:
     with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \
             Progress("prepare", "encoded", pairs, log) as progress:
         for i, corpus in enumerate(corpora):
-            tag = _tag_id(src_tok, corpus.tag, i)
+            prefix = _corpus_prefix(cfg, src_tok, corpus, i)
             before = writer.pairs
             for src, tgt in corpus.chunks():
-                src_ids = src_tok.encode(src) if tag is None else [[tag, *s] if s else s for s in src_tok.encode(src)]
+                src_ids = [[*prefix, *s] if s else s for s in src_tok.encode(src)] if prefix else src_tok.encode(src)
                 for key, n in writer.add(src_ids, tgt_tok.encode(tgt), cfg.data.max_len).items():
                     counts[key] += n
                 progress.update(len(src))
@@ -201,10 +204,14 @@ def _build(cfg: Config, folder: Path, log) -> None:
     for i, (corpus, kept) in enumerate(zip(corpora, parts)):
         if kept == 0:
             raise DataError(f"data.train[{i}] {corpus.name}: no usable training pairs")
-    dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None)[0]) \
-        if has_dev else None
-    (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref}, ensure_ascii=False),
-                                     encoding="utf-8")
+    dev_src = [line for *_, src, _ in devs for line in src]
+    dev_ref = [line for *_, ref in devs for line in ref]
+    prefixes = [_dev_prefix(cfg, src_tok, tgt_lang, i) for i, (_, tgt_lang, src, _) in enumerate(devs) for _ in src]
+    dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None, prefixes)[0]) \
+        if devs else None
+    directions = [[src_lang, tgt_lang, len(src)] for src_lang, tgt_lang, src, _ in devs]
+    (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref, "directions": directions},
+                                                ensure_ascii=False), encoding="utf-8")
     stats = {"train_pairs": pairs, "kept_pairs": train_meta["pairs"], "skipped_empty": counts["empty"],
              "skipped_too_long": counts["too_long"], "src_vocab": len(src_tok), "tgt_vocab": len(tgt_tok),
              "dev_pairs": len(dev_src)}
@@ -235,6 +242,24 @@ def _cleaned_corpora(cfg: Config, corpora: list[TrainingCorpus], folder: Path, l
         cleaned.append(dataclasses.replace(corpus, chunks=partial(parallel_chunks, out_src, out_tgt)))
     (folder / "clean.json").write_text(json.dumps(reports, indent=1))
     return cleaned
+
+
+def _corpus_prefix(cfg: Config, tok: Tokenizer, corpus: TrainingCorpus, i: int) -> list[int]:
+    """The token ids put before each source of data.train[i]: its target language's token (languages.token target),
+    then its tag."""
+    try:
+        language = source_prefix(cfg.languages, tok, corpus.tgt_lang, f"data.train[{i}]")
+    except MtError as e:
+        raise DataError(f"{e} (train.init_from's checkpoint was trained without it)") from None
+    tag = _tag_id(tok, corpus.tag, i)
+    return language + ([] if tag is None else [tag])
+
+
+def _dev_prefix(cfg: Config, tok: Tokenizer, tgt_lang: str | None, i: int) -> list[int]:
+    try:
+        return source_prefix(cfg.languages, tok, tgt_lang, f"data.dev[{i}]")
+    except MtError as e:
+        raise DataError(str(e)) from None
 
 
 def _tag_id(tok: Tokenizer, tag: str | None, i: int) -> int | None:
@@ -294,8 +319,9 @@ def _checkpoint_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> t
     number of training pairs."""
     ckpt = init_source(cfg.train.init_from, config_to_dict(cfg)["model"], cfg.tokenizer.joint)
     src_tok, tgt_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"]), Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
+    _check_init_languages(cfg, ckpt)
     for i, corpus in enumerate(corpora):
-        _tag_id(src_tok, corpus.tag, i)  # before reading the corpora: a missing tag fails at once
+        _corpus_prefix(cfg, src_tok, corpus, i)  # before reading the corpora: a missing tag fails at once
     pairs = sum(len(src) for corpus in corpora for src, _ in corpus.chunks())
     if pairs == 0:
         raise DataError("no training pairs: the training data is empty")
@@ -307,22 +333,50 @@ def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[
     """One pass over the training text: count the pairs, sample the lines and train sentencepiece on them (the
     corpora's tags become pieces of the source side's model)."""
     tc, seed = cfg.tokenizer, cfg.train.seed
-    reservoirs = [Reservoir(tc.max_sentences, seed)] if tc.joint else \
+    balanced = tc.joint and bool(cfg.languages.directions)
+    languages = sorted({lang for c in corpora for lang in (c.src_lang, c.tgt_lang)}) if balanced else []
+    reservoirs = [Reservoir(tc.max_sentences // len(languages), seed + k) for k in range(len(languages))] if balanced \
+        else [Reservoir(tc.max_sentences, seed)] if tc.joint else \
         [Reservoir(tc.max_sentences, seed), Reservoir(tc.max_sentences, seed + 1)]
     pairs = 0
     with Progress("prepare", "read", None, log) as progress:
-        for src, tgt in (chunk for corpus in corpora for chunk in corpus.chunks()):
-            reservoirs[0].add(src, pairs)
-            reservoirs[-1].add(tgt, pairs + TGT_KEYS)
-            pairs += len(src)
-            progress.update(len(src))
+        for corpus in corpora:
+            src_side, tgt_side = (languages.index(corpus.src_lang), languages.index(corpus.tgt_lang)) if balanced \
+                else (0, -1)
+            for src, tgt in corpus.chunks():
+                reservoirs[src_side].add(src, pairs)
+                reservoirs[tgt_side].add(tgt, pairs + TGT_KEYS)
+                pairs += len(src)
+                progress.update(len(src))
     if pairs == 0:
         raise DataError("no training pairs: the training data is empty")
     lines = sum(len(r.sample) for r in reservoirs)
     log(f"prepare: training sentencepiece ({tc.type}, vocab {tc.vocab_size}, "
         f"{'joint' if tc.joint else 'separate'}) on {pairs} pairs"
-        + (f" ({lines} lines sampled)" if any(r.seen > r.size for r in reservoirs) else ""))
+        + (f", {min(len(r.sample) for r in reservoirs)} lines of each of {', '.join(languages)}" if balanced else
+           f" ({lines} lines sampled)" if any(r.seen > r.size for r in reservoirs) else ""))
     spm.set_random_generator_seed(seed)
-    tags = list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag))
+    tags = tokens_of(cfg.languages) + list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag))
+    if balanced:
+        return (tok := train_tokenizer(_balanced(reservoirs, seed), tc, tags)), tok, pairs
     tokenizers = [train_tokenizer(r.lines(), tc, tags if i == 0 else ()) for i, r in enumerate(reservoirs)]
     return tokenizers[0], tokenizers[-1], pairs
+
+
+def _balanced(reservoirs: list[Reservoir], seed: int) -> Iterator[str]:
+    """A language-balanced sample for a joint vocabulary: as many lines of each language (one reservoir each) as
+    the language with fewest has, drawn uniformly from its sample."""
+    each = min(len(r.sample) for r in reservoirs)
+    rng = np.random.default_rng(seed)
+    for r in reservoirs:
+        sample = list(r.lines())
+        for i in np.sort(rng.choice(len(sample), each, replace=False)).tolist():
+            yield sample[i]
+
+
+def _check_init_languages(cfg: Config, ckpt: dict) -> None:
+    """Fine-tuning a model that names the target with a token goes on naming it: the config must say so."""
+    token = ckpt["config"].get("languages", {}).get("token", "none")
+    if token == "target" and cfg.languages.token != "target":
+        raise DataError(f"train.init_from {cfg.train.init_from}: its model is asked for the target language by a "
+                        "token before each source; set languages.token: target and name each corpus' languages")

@@ -146,8 +146,9 @@ def translate_lines(tr: Translator, lines: list[str | LineText], opts: DecodeCon
 
 
 def encode_lines(tr: Translator, texts: list[LineText]) -> list[LineIds]:
-    """Lines as token ids: sources with the source tokenizer, prefixes and terms with the target one."""
-    sources = tr.src_tokenizer.encode([t.source for t in texts])
+    """Lines as token ids: sources with the source tokenizer (after the translator's source prefix, a multilingual
+    model's target token), prefixes and terms with the target one."""
+    sources = tr.encode_sources([t.source for t in texts])
     prefixes = tr.tgt_tokenizer.encode([t.prefix for t in texts]) if any(t.prefix for t in texts) else None
     return [LineIds(source, t.line, prefixes[i] if prefixes else [],
                     [ids for ids in tr.tgt_tokenizer.encode(list(t.terms)) if ids] if t.terms else [])
@@ -164,8 +165,9 @@ def translations(tr: Translator, sources: list[list[int]], hyps: list[list[Hypot
 def _alignment(tr: Translator, source: list[int], h: Hypothesis) -> str:
     if h.attention is None:  # an empty line: nothing decoded, nothing aligned
         return ""
-    src_pieces = [tr.src_tokenizer.sp.id_to_piece(t) for t in source[:h.attention.size(1)]]
-    return word_alignment(h.attention, src_pieces, [tr.tgt_tokenizer.sp.id_to_piece(t) for t in h.tokens])
+    start = len(tr.source_prefix)  # the words of the source are after its language token
+    src_pieces = [tr.src_tokenizer.sp.id_to_piece(t) for t in source[start:h.attention.size(1)]]
+    return word_alignment(h.attention[:, start:], src_pieces, [tr.tgt_tokenizer.sp.id_to_piece(t) for t in h.tokens])
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ model) or called (CTranslate2) until idle, and delivered to their work; offline 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
 
 from mt.config import Config, DecodeConfig, batch_settings
+from mt.data.languages import pick_direction, source_prefix
 from mt.data.tokenizer import Tokenizer
 
 
@@ -193,9 +194,27 @@ class Backend(Protocol):
 
 @dataclass
 class Translator:
-    """A backend with its tokenizers and the config it was trained with (its `decode` section: the defaults)."""
+    """A backend with its tokenizers and the config it was trained with (its `decode` section: the defaults); for a
+    model of several directions, the one it is asked for (`toward`)."""
 
     backend: Backend
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
     cfg: Config
+    direction: tuple[str, str] | None = None  # (source, target) language codes, when the model names them
+    source_prefix: tuple[int, ...] = ()  # token ids before each source: the target's >>xx<< (mt/data/languages.py)
+
+    def toward(self, source: str | None, target: str | None, model: str,
+               options: tuple[str, str] = ("--source-lang", "--target-lang")) -> Translator:
+        """The same model asked for one of its directions (--source-lang, --target-lang; `pick_direction`), sharing
+        the backend; an MtError naming `model` if it does not know the direction."""
+        direction = pick_direction(self.cfg, source, target, model, options)
+        if direction is None:
+            return self
+        prefix = source_prefix(self.cfg.languages, self.src_tokenizer, direction[1], model)
+        return replace(self, direction=direction, source_prefix=tuple(prefix))
+
+    def encode_sources(self, texts: list[str]) -> list[list[int]]:
+        """Sources as token ids, each non-empty one after the source prefix (a multilingual model's target token)."""
+        ids = self.src_tokenizer.encode(texts)
+        return [[*self.source_prefix, *s] if s else s for s in ids] if self.source_prefix else ids

@@ -20,6 +20,7 @@ import yaml
 
 from mt.decoding.model_backend import load_model_translator
 from mt.config import Config, config_to_dict
+from mt.data.languages import described, directions
 from mt.errors import MtError
 from mt.interop.export_folders import CARD_SIGN, check_replaceable
 from mt.files import atomic_write_dir
@@ -183,13 +184,23 @@ def model_card(cfg: Config, checkpoint: Path) -> str:
              f"A Transformer trained with mt and {CARD_SIGN} "
              f"as a {ARCHITECTURES[cfg.model.norm][1]}: `AutoModelForSeq2SeqLM.from_pretrained` and "
              "`MarianTokenizer.from_pretrained` load it.", "",
-             f"Training data: {_training_data(cfg)}.", "", *_dev_scores(checkpoint.parent), "",
+             f"Training data: {_training_data(cfg)}.", "", *_directions(cfg), *_dev_scores(checkpoint.parent), "",
              "Decoding: generation_config.json holds mt's beam size; mt's length penalty is GNMT's "
              f"((5 + length) / 6) ** {cfg.decode.alpha}, Hugging Face's length ** length_penalty, the same only "
              "for 0; mt's length limit (a * source length + b) is not expressible, max_length is the model's "
              "positions.", "", "## The mt config", "", "```yaml",
              yaml.safe_dump(config_to_dict(cfg), sort_keys=False).rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def _directions(cfg: Config) -> list[str]:
+    """A multilingual model's directions, and how MarianTokenizer is asked for a target (OPUS-MT's >>xx<<)."""
+    known = directions(cfg)
+    if not known:
+        return []
+    ask = (" Start each source with its target's token, e.g. `>>" + known[0][1] + "<< text`: MarianTokenizer keeps "
+           "it as one token.") if cfg.languages.token == "target" else ""
+    return [f"Directions: {described(known)}.{ask}", ""]
 
 
 def _training_data(cfg: Config) -> str:

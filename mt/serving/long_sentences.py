@@ -55,7 +55,7 @@ def fit_to_model(tr: Translator, lines: list[LineText]) -> tuple[list[LineText],
     if all(len(e.source) <= room for e in encoded):
         return lines, list(range(len(lines))), encoded
     pieces, owners = split_lines(lines, [len(e.source) for e in encoded], room,
-                                 lambda text: len(tr.src_tokenizer.encode([text])[0]))
+                                 lambda text: len(tr.encode_sources([text])[0]))
     return pieces, owners, encode_lines(tr, pieces)
 
 

@@ -4,11 +4,12 @@ server state its HTTP routes (mt/serving/app.py) read."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
+from mt.data.languages import directions
 from mt.serving.keys import ApiKeys
 from mt.serving.decode_thread import DecodeThread, DecodeWorker
 from mt.decoding.protocol import Translator
@@ -61,17 +62,22 @@ class Server:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    source: str
-    target: str
+    source: str | None  # None: every direction the model knows (a multilingual model)
+    target: str | None
     paths: tuple[str, ...]  # a checkpoint, an exported directory, or several checkpoints (an ensemble)
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
+        """SRC:TGT=PATH[,PATH...], or PATH[,PATH...] alone for a model that names its directions."""
         pair, sep, paths = text.partition("=")
+        if not sep:
+            pair, paths = "", text
         source, colon, target = pair.partition(":")
-        if not (sep and colon and source.strip() and target.strip() and paths.strip()):
-            raise MtError(f"-m {text}: expected SRC:TGT=PATH (e.g. de:en=runs/de-en/checkpoint_best.pt)")
-        return cls(source.strip(), target.strip(), tuple(p.strip() for p in paths.split(",") if p.strip()))
+        if sep and not (colon and source.strip() and target.strip()) or not paths.strip():
+            raise MtError(f"-m {text}: expected SRC:TGT=PATH (e.g. de:en=runs/de-en/checkpoint_best.pt), or PATH "
+                          "of a multilingual model")
+        paths = tuple(p.strip() for p in paths.split(",") if p.strip())
+        return cls(source.strip() or None, target.strip() or None, paths)
 
     @property
     def exported(self) -> bool:
@@ -101,6 +107,10 @@ class ServeSettings:
 DEFAULT_PARALLEL_BATCHES = 2
 
 
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{s}-{t}" for s, t in pairs)
+
+
 def decoding(translator: Translator) -> str:
     """How a served model decodes, for its start-up line: `CTranslate2 int8_float32 on cpu, 2 calls at once` or
     `mt, float32 weights on cpu`."""
@@ -114,11 +124,23 @@ def decoding(translator: Translator) -> str:
     return f"CTranslate2 {ct2.compute_type} on {ct2.device}{calls}"
 
 
+def served_directions(spec: ModelSpec, translator: Translator) -> list[Translator]:
+    """The model of `spec` once per direction it serves: SRC:TGT (a bilingual model without languages is taken at
+    its word), or every direction a multilingual model knows, each asked for its own target."""
+    name = ",".join(spec.paths)
+    known = directions(translator.cfg)
+    if spec.source is None:
+        if not known:
+            raise MtError(f"-m {name}: the model names no languages; give them: -m SRC:TGT={name}")
+        return [translator.toward(source, target, name) for source, target in known]
+    if not known:
+        return [replace(translator, direction=(spec.source, spec.target))]
+    return [translator.toward(spec.source, spec.target, name)]
+
+
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
-    """Every model loaded on the decode thread, given a worker there, and warmed with one sentence."""
-    pairs = [(s.source, s.target) for s in specs]
-    if len(set(pairs)) < len(pairs):
-        raise MtError("-m: a language pair is given twice")
+    """Every model loaded on the decode thread, given a worker there (one for all the directions of a
+    multilingual model, so that they share its running batch), and warmed with one sentence."""
     api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys is not None else None
     metrics, models, decoder = Metrics(), {}, DecodeThread()
     try:
@@ -130,14 +152,19 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
                                                         DEFAULT_PARALLEL_BATCHES))
             worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching,
                                         metrics)
+            bound = served_directions(spec, translator)
+            pairs = [tr.direction for tr in bound]
             if (settings.parallel_batches or 1) > 1 and not spec.exported:
-                log(f"warning: --parallel-batches applies to exported models; {spec.source}-{spec.target} is "
-                    "decoded by mt's own search, one running batch")
-            models[(spec.source, spec.target)] = ServedModel(spec.source, spec.target, translator, worker)
-            warm = LineBatch(encode_lines(translator, [LineText("warm up", 0)]), translator.cfg.decode, 1,
+                log(f"warning: --parallel-batches applies to exported models; {_pairs(pairs)} is decoded by mt's "
+                    "own search, one running batch")
+            for tr in bound:
+                if tr.direction in models:
+                    raise MtError(f"-m: {tr.direction[0]}-{tr.direction[1]} is served twice")
+                models[tr.direction] = ServedModel(*tr.direction, tr, worker)
+            warm = LineBatch(encode_lines(bound[0], [LineText("warm up", 0)]), translator.cfg.decode, 1,
                              translator.backend.max_positions)
             worker.submit(warm.todo).done.result()
-            log(f"mt serve: {spec.source}-{spec.target} from {', '.join(spec.paths)} ({decoding(translator)})")
+            log(f"mt serve: {_pairs(pairs)} from {', '.join(spec.paths)} ({decoding(translator)})")
     except BaseException:
         decoder.stop()
         raise

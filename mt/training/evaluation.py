@@ -96,8 +96,9 @@ def evaluate(run, stop: StopRequested, record: Callable[[dict], None]) -> float 
             record(row)
             chrf = f" chrF {row['chrf']:.2f}" if "chrf" in row else ""
             weights = ", moving average" if run.learner.ema is not None else ""
+            each = "".join(f", {key[5:]} {value:.2f}" for key, value in row.items() if key.startswith("bleu_"))
             run.say(f"step {run.state.step}: dev loss {row['loss']:.3f} ppl {row['ppl']:.2f} BLEU {row['bleu']:.2f}"
-                    f"{chrf} (greedy{weights}, {row['eval_s']}s)")
+                    f"{chrf} (greedy{weights}{each}, {row['eval_s']}s)")
         finally:
             run.learner.model.train()
     run.rt.barrier()
@@ -110,14 +111,36 @@ def _evaluate_on_main(run) -> tuple[dict, float]:
     model.eval()
     start = time.perf_counter()
     nll, _ = dev_loss(model, data.dev, cfg.train.batch_tokens, rt.device)
-    with rt.autocast(), torch.no_grad():  # (with autograd on, each decoding step would record a graph)
-        translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
-        hyps = translate_lines(translator, data.dev_src, replace(cfg.decode, beam_size=1))
-    texts = [h[0][0] for h in hyps]
-    bleu = bleu_score(texts, data.dev_ref)
+    translator = Translator(ModelBackend(model), data.src_tokenizer, data.tgt_tokenizer, cfg)
+    scores = [_direction_scores(translator, source, target, lines, cfg.train.best_metric == "chrf", rt)
+              for source, target, lines in _dev_parts(data)]
     row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
-           "bleu": bleu}
+           "bleu": round(float(np.mean([s["bleu"] for _, s in scores])), 2)}
     if cfg.train.best_metric == "chrf":
-        row["chrf"] = round(score_corpus(texts, data.dev_ref, ["chrf"])["chrf"]["score"], 2)
+        row["chrf"] = round(float(np.mean([s["chrf"] for _, s in scores])), 2)
+    if len(scores) > 1:  # a multilingual model: its score is the mean over the directions, each one logged
+        row.update({f"{metric}_{direction}": value for direction, s in scores for metric, value in s.items()})
     row["eval_s"] = round(time.perf_counter() - start, 1)
-    return row, {"bleu": bleu, "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
+    return row, {"bleu": row["bleu"], "chrf": row.get("chrf"), "loss": -nll}[cfg.train.best_metric]
+
+
+def _dev_parts(data) -> list[tuple[str | None, str | None, tuple[list[str], list[str]]]]:
+    """The dev set split by direction: (source language, target language, (source lines, references))."""
+    parts, start = [], 0
+    for source, target, n in data.dev_directions:
+        parts.append((source, target, (data.dev_src[start:start + n], data.dev_ref[start:start + n])))
+        start += n
+    return parts
+
+
+def _direction_scores(translator: Translator, source: str | None, target: str | None,
+                      lines: tuple[list[str], list[str]], chrf: bool, rt) -> tuple[str, dict]:
+    """Greedy BLEU (and chrF) of one direction's dev set, keyed by its source:target."""
+    tr = translator.toward(source, target, "the dev set")
+    with rt.autocast(), torch.no_grad():  # (with autograd on, each decoding step would record a graph)
+        hyps = translate_lines(tr, lines[0], replace(tr.cfg.decode, beam_size=1))
+    texts = [h[0][0] for h in hyps]
+    scores = {"bleu": bleu_score(texts, lines[1])}
+    if chrf:
+        scores["chrf"] = round(score_corpus(texts, lines[1], ["chrf"])["chrf"]["score"], 2)
+    return f"{source}-{target}", scores

@@ -35,7 +35,7 @@ from mt.errors import CheckpointError, MtError
 from mt.training.evaluation import StopRequested, evaluate
 from mt.training.flops import MachinePeak
 from mt.folder_lock import folder_lock
-from mt.data.mixing import MixedSchedule, batch_shares, training_schedule
+from mt.data.mixing import MixedSchedule, batch_shares, corpus_weights, training_schedule
 from mt.model.transformer import build_model, count_parameters
 from mt.data.prepare import PreparedData, load_prepared, prepare_data
 from mt.training.recipe import noam_lr
@@ -139,7 +139,7 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
     learner = make_learner(model.to(rt.device), cfg.train, rt)
     pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
-    weights = [corpus.weight for corpus in training_corpora(cfg.data)]
+    weights = corpus_weights(training_corpora(cfg.data), [len(p) for p in data.train_parts], cfg.data.temperature)
     schedule = training_schedule(data.train_parts, cfg.train.batch_tokens, weights, cfg.train.seed, rt.rank,
                                  rt.world, pad)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
@@ -188,9 +188,14 @@ def _describe_corpora(run: TrainingRun) -> list[str]:
     if not isinstance(schedule, MixedSchedule):
         return []
     corpora = training_corpora(run.cfg.data)
-    return [f"corpus {k + 1} of {len(corpora)}: {c.name}: {len(part.corpus):,} pairs, {len(part.plan)} batches per "
-            f"epoch, weight {c.weight:g} = {share:.1%} of the batches{f', tag {c.tag}' if c.tag else ''}"
-            for k, (c, part, share) in enumerate(zip(corpora, schedule.schedules, schedule.shares.tolist()))]
+    weights = corpus_weights(corpora, [len(s.corpus) for s in schedule.schedules], run.cfg.data.temperature)
+    return [f"corpus {k + 1} of {len(corpora)}: {c.name}{_languages(c)}: {len(part.corpus):,} pairs, {len(part.plan)} "
+            f"batches per epoch, weight {w:.3g} = {share:.1%} of the batches{f', tag {c.tag}' if c.tag else ''}"
+            for k, (c, part, w, share) in enumerate(zip(corpora, schedule.schedules, weights, schedule.shares.tolist()))]
+
+
+def _languages(corpus) -> str:
+    return f" ({corpus.src_lang}:{corpus.tgt_lang})" if corpus.src_lang else ""
 
 
 def _init_weights(run: TrainingRun, path: str) -> None:

@@ -1,0 +1,85 @@
+"""The languages of a model: the directions it translates, and how its input names the target language.
+
+A model trained on more than one target language is told which one to produce by a token before the source,
+`>>xx<<` for target xx (Johnson et al. 2017, "Google's Multilingual Neural Machine Translation System"; the form
+OPUS-MT's multi-target models use). The token is one piece of the source vocabulary (a sentencepiece user-defined
+symbol), put before the source's own pieces: training does it per corpus (mt/data/prepare.py), decoding per line
+(`source_prefix`, which mt/decoding/lines.py puts before each source).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mt.config import Config, LanguagesConfig
+from mt.data.tokenizer import Tokenizer
+from mt.errors import MtError
+
+
+def target_token(lang: str) -> str:
+    """The piece that asks for target language `lang`: >>de<<."""
+    return f">>{lang}<<"
+
+
+def directions(cfg: Config) -> list[tuple[str, str]]:
+    """The (source, target) directions a model knows: its languages section's, or the one that data.src_lang and
+    data.tgt_lang name; none for a model trained without languages named."""
+    if cfg.languages.directions:
+        return [tuple(d.split(":", 1)) for d in cfg.languages.directions]
+    if cfg.data.src_lang and cfg.data.tgt_lang:
+        return [(cfg.data.src_lang, cfg.data.tgt_lang)]
+    return []
+
+
+def described(known: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{s}:{t}" for s, t in known)
+
+
+def pick_direction(cfg: Config, source: str | None, target: str | None, model: str,
+                   options: tuple[str, str] = ("--source-lang", "--target-lang")) -> tuple[str, str] | None:
+    """The direction asked for (--source-lang, --target-lang) among the model's: a missing source is any that goes
+    to `target`; a missing target is the only one there is. None for a model without languages asked for none.
+    A direction it does not know, or a multilingual model without a target, is an MtError naming `model` and
+    the directions it knows; `options` are how the user gives the languages."""
+    known = directions(cfg)
+    if not known:
+        if source is None and target is None:
+            return None
+        raise MtError(f"{model}: trained on one direction without languages named, so it takes no "
+                      f"{options[0]}/{options[1]}")
+    matching = [(s, t) for s, t in known if source in (None, s) and target in (None, t)]
+    if not matching:
+        asked = f"{source}:{target}" if source and target else f"from {source}" if source else f"into {target}"
+        raise MtError(f"{model}: translates {described(known)}, not {asked}")
+    targets = {t for _, t in matching}
+    if len(targets) > 1:
+        raise MtError(f"{model}: translates {described(known)}; say which target with {options[1]}")
+    return (source or matching[0][0], matching[0][1])
+
+
+def source_prefix(cfg: LanguagesConfig, tok: Tokenizer, target: str | None, where: str) -> list[int]:
+    """The token ids a source of this direction starts with: [>>target<<] with languages.token target, else none."""
+    if cfg.token != "target":
+        return []
+    if target is None:
+        raise MtError(f"{where}: a multilingual model needs the target language (--target-lang)")
+    piece = tok.piece_id(target_token(target))
+    if piece is None:
+        raise MtError(f"{where}: {target_token(target)} is not one piece of the source vocabulary, so the model "
+                      f"cannot be asked for {target}")
+    return [piece]
+
+
+def tokens_of(cfg: LanguagesConfig) -> list[str]:
+    """The target tokens a model of these languages needs in its source vocabulary, one per target."""
+    if cfg.token != "target":
+        return []
+    return list(dict.fromkeys(target_token(d.split(":", 1)[1]) for d in cfg.directions))
+
+
+def temperature_weights(sizes: list[int], temperature: float) -> list[float]:
+    """Each corpus' share of the batches when sampled with a temperature (Arivazhagan et al. 2019, section 4.2):
+    p_i proportional to (n_i / N) ** (1 / T). T = 1 keeps the sizes' proportions; larger T evens them out."""
+    total = sum(sizes)
+    raw = [(n / total) ** (1.0 / temperature) if n else 0.0 for n in sizes]
+    return [w / math.fsum(raw) for w in raw]

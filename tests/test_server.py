@@ -128,6 +128,7 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
         assert running.stop() == 0
 
 
+@pytest.mark.timing  # a comparison of two latencies: run alone, after the rest
 def test_parallel_batches_answer_a_short_request_while_a_long_one_decodes(exported):
     """--parallel-batches 2: CTranslate2 decodes two calls at once, so a one-line request that arrives while a
     long request decodes is answered before it, as `mt translate` translates the line (with one, it waits)."""

@@ -648,8 +648,10 @@ def import_(
 
     cfg = import_model(source, output, log=_warn)
     _warn(f"imported {source} into {output}; to fine-tune it (train.init_from), a config needs these sections:")
-    print(yaml.safe_dump({k: v for k, v in config_to_dict(cfg).items() if k in ("tokenizer", "model")},
-                         sort_keys=False), end="")
+    sections = {k: v for k, v in config_to_dict(cfg).items() if k in ("tokenizer", "model")}
+    if cfg.languages.token != "none":  # and each corpus' src_lang and tgt_lang (docs/multilingual.md)
+        sections["languages"] = {"token": cfg.languages.token}
+    print(yaml.safe_dump(sections, sort_keys=False), end="")
 
 
 @app.command()

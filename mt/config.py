@@ -98,11 +98,13 @@ class ModelConfig:
     max_positions: int = 1024
     activation: str = "relu"  # relu (3.3) | swish: x * sigmoid(x) in the feed-forward layers (OPUS-MT's base models)
     positions: str = "interleaved"  # interleaved: sin and cos in alternate dimensions (3.5) | concatenated: one
-    # table [sin | cos] with the same frequencies 10000^(-k/(D/2)) (Marian, as Hugging Face converts it)
+    # table [sin | cos] with the same frequencies 10000^(-k/(D/2)) (Marian, as Hugging Face converts it) | fairseq:
+    # [sin | cos] with 10000^(-k/(D/2-1)), from position 2 (M2M100)
     output_bias: bool = False  # a bias on the pre-softmax projection: not in the paper (OPUS-MT's
     # final_logits_bias, which here trains)
     decoder_start: str = "bos"  # bos: the decoder's first input is BOS (the paper) | pad: PAD's all-zero row, and
-    # incremental decoding never outputs PAD (Marian, whose vocabulary has no BOS and no PAD)
+    # incremental decoding never outputs PAD (Marian, whose vocabulary has no BOS and no PAD) | eos: EOS's row
+    # (fairseq, M2M100)
 
     def __post_init__(self):
         # Each depth left unset is n_layers, so every reader sees two numbers, and a config or checkpoint from
@@ -255,7 +257,9 @@ class LanguagesConfig:
 
     directions: tuple[str, ...] = ()  # source:target codes, e.g. de:en; empty: one direction, languages unnamed
     token: str = "none"  # none | target: a token >>xx<< before each source names the target language (Johnson
-    # et al. 2017; OPUS-MT's multi-target models): the default when data.train has more than one target language
+    # et al. 2017; OPUS-MT's multi-target models): the default when data.train has more than one target language |
+    # m2m100: the source starts with __xx__ of its language and the output with that of the target (M2M100)
+    codes: tuple[str, ...] = ()  # a many-to-many model's languages (`mt import` of M2M100): any two of them
 
 
 @dataclass(frozen=True)
@@ -286,13 +290,13 @@ _CHOICES = {
     ("tokenizer", "type"): ("bpe", "unigram"),
     ("model", "norm"): ("post", "pre"),
     ("model", "activation"): ("relu", "swish"),
-    ("model", "positions"): ("interleaved", "concatenated"),
-    ("model", "decoder_start"): ("bos", "pad"),
+    ("model", "positions"): ("interleaved", "concatenated", "fairseq"),
+    ("model", "decoder_start"): ("bos", "pad", "eos"),
     ("train", "device"): DEVICES,
     ("train", "precision"): ("fp32", "bf16", "fp16"),
     ("train", "best_metric"): ("bleu", "chrf", "loss"),
     ("clean", "ratio_unit"): ("chars", "words"),
-    ("languages", "token"): ("none", "target"),
+    ("languages", "token"): ("none", "target", "m2m100"),
 }
 
 
@@ -536,9 +540,10 @@ def _validate(cfg: Config, source: str) -> None:
     _validate_clean(cfg.clean, fail)
     if t.patience and not (cfg.data.dev_src or cfg.data.dataset or cfg.data.dev):
         fail("train.patience", "needs a dev set (data.dev_src and data.dev_tgt, data.dev, or data.dataset)")
-    if cfg.languages.token == "target" and not (cfg.languages.directions or _names_languages(cfg.data)):
-        fail("languages.token", "target needs the languages of the model: name each data.train corpus' src_lang "
-                                "and tgt_lang")
+    if cfg.languages.token != "none" and not (cfg.languages.directions or cfg.languages.codes or
+                                              _names_languages(cfg.data)):
+        fail("languages.token", f"{cfg.languages.token} needs the languages of the model: name each data.train "
+                                "corpus' src_lang and tgt_lang")
     for direction in cfg.languages.directions:
         source_lang, colon, target_lang = direction.partition(":")
         if not (colon and LANGUAGE_CODE.match(source_lang) and LANGUAGE_CODE.match(target_lang)):
@@ -601,7 +606,8 @@ def trained_languages(cfg: Config, source: str) -> LanguagesConfig:
         raise ConfigError(f"{source}: languages.directions {', '.join(cfg.languages.directions)}: set from "
                           f"data.train's languages ({', '.join(directions)}); leave it out")
     targets = {c.tgt_lang for c in cfg.data.train}
-    return LanguagesConfig(directions, "target" if len(targets) > 1 else cfg.languages.token)
+    token = cfg.languages.token if cfg.languages.token != "none" or len(targets) == 1 else "target"
+    return LanguagesConfig(directions, token)
 
 
 def _validate_clean(c: CleanConfig, fail) -> None:

@@ -75,24 +75,27 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
 
 
 def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None,
-                  src_prefixes: list[list[int]] | None = None):
-    """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens. `src_prefixes`: token
-    ids put before each non-empty source (a language token, mt/data/languages.py).
+                  src_prefixes: list[list[int]] | None = None, tgt_prefixes: list[list[int]] | None = None):
+    """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens. `src_prefixes`,
+    `tgt_prefixes`: token ids put before each non-empty source or target (language tokens, mt/data/languages.py).
 
     Returns (corpus, counts), tokens as int32. `mt prepare` streams the same steps to disk (`CorpusWriter.add`);
     this is the reference it is tested against, and how the small dev set is encoded.
     """
-    src_ids = src_tok.encode(src_lines)
-    if src_prefixes is not None:
-        src_ids = [[*prefix, *ids] if ids else ids for prefix, ids in zip(src_prefixes, src_ids)]
-    src, src_lengths = flatten(src_ids)
-    tgt, tgt_lengths = flatten(tgt_tok.encode(tgt_lines))
+    src, src_lengths = flatten(_prefixed(src_prefixes, src_tok.encode(src_lines)))
+    tgt, tgt_lengths = flatten(_prefixed(tgt_prefixes, tgt_tok.encode(tgt_lines)))
     keep, counts = keep_mask(src_lengths, tgt_lengths, max_len)
     corpus = Corpus(torch.from_numpy(src[np.repeat(keep, src_lengths)]),
                     torch.from_numpy(_offsets(src_lengths[keep])),
                     torch.from_numpy(tgt[np.repeat(keep, tgt_lengths)]),
                     torch.from_numpy(_offsets(tgt_lengths[keep])))
     return corpus, counts
+
+
+def _prefixed(prefixes: list[list[int]] | None, encoded: list[list[int]]) -> list[list[int]]:
+    if prefixes is None:
+        return encoded
+    return [[*prefix, *ids] if ids else ids for prefix, ids in zip(prefixes, encoded)]
 
 
 def keep_mask(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_len: int | None) -> tuple[np.ndarray, dict]:

@@ -2,9 +2,14 @@
 
 A model trained on more than one target language is told which one to produce by a token before the source,
 `>>xx<<` for target xx (Johnson et al. 2017, "Google's Multilingual Neural Machine Translation System"; the form
-OPUS-MT's multi-target models use). The token is one piece of the source vocabulary (a sentencepiece user-defined
-symbol), put before the source's own pieces: training does it per corpus (mt/data/prepare.py), decoding per line
-(`source_prefix`, which mt/decoding/lines.py puts before each source).
+OPUS-MT's multi-target models use): languages.token `target`. The token is one piece of the source vocabulary (a
+sentencepiece user-defined symbol), put before the source's own pieces: training does it per corpus
+(mt/data/prepare.py), decoding per line (`source_prefix`, which mt/decoding/lines.py puts before each source).
+
+An imported M2M100 model (Fan et al. 2021, "Beyond English-Centric Multilingual Machine Translation") has another
+convention, languages.token `m2m100`: the source starts with its own language's token `__de__`, and the target
+with the target language's `__fr__` (`target_prefix`), which decoding forces as the first output and drops from
+the text; it translates between any two of its languages (languages.codes).
 """
 
 from __future__ import annotations
@@ -21,9 +26,17 @@ def target_token(lang: str) -> str:
     return f">>{lang}<<"
 
 
+def m2m100_token(lang: str) -> str:
+    """M2M100's piece of language `lang`: __de__."""
+    return f"__{lang}__"
+
+
 def directions(cfg: Config) -> list[tuple[str, str]]:
-    """The (source, target) directions a model knows: its languages section's, or the one that data.src_lang and
-    data.tgt_lang name; none for a model trained without languages named."""
+    """The (source, target) directions a model knows: every pair of languages.codes (a many-to-many model), its
+    languages.directions, or the one that data.src_lang and data.tgt_lang name; none for a model trained without
+    languages named."""
+    if cfg.languages.codes:
+        return [(s, t) for s in cfg.languages.codes for t in cfg.languages.codes if s != t]
     if cfg.languages.directions:
         return [tuple(d.split(":", 1)) for d in cfg.languages.directions]
     if cfg.data.src_lang and cfg.data.tgt_lang:
@@ -32,7 +45,11 @@ def directions(cfg: Config) -> list[tuple[str, str]]:
 
 
 def described(known: list[tuple[str, str]]) -> str:
-    return ", ".join(f"{s}:{t}" for s, t in known)
+    """de:en, en:de; or, for many, `9900 directions between 100 languages (af, am, ...)`."""
+    if len(known) <= 12:
+        return ", ".join(f"{s}:{t}" for s, t in known)
+    languages = sorted({lang for pair in known for lang in pair})
+    return f"{len(known)} directions between {len(languages)} languages ({', '.join(languages)})"
 
 
 def pick_direction(cfg: Config, source: str | None, target: str | None, model: str,
@@ -54,20 +71,40 @@ def pick_direction(cfg: Config, source: str | None, target: str | None, model: s
     targets = {t for _, t in matching}
     if len(targets) > 1:
         raise MtError(f"{model}: translates {described(known)}; say which target with {options[1]}")
+    if source is None and cfg.languages.token == "m2m100":
+        raise MtError(f"{model}: translates {described(known)} and is told the source language; say which with "
+                      f"{options[0]}")
     return (source or matching[0][0], matching[0][1])
 
 
-def source_prefix(cfg: LanguagesConfig, tok: Tokenizer, target: str | None, where: str) -> list[int]:
-    """The token ids a source of this direction starts with: [>>target<<] with languages.token target, else none."""
-    if cfg.token != "target":
+def source_prefix(cfg: LanguagesConfig, tok: Tokenizer, direction: tuple[str | None, str | None],
+                  where: str) -> list[int]:
+    """The token ids a source of this direction starts with: [>>target<<] with languages.token target, [__source__]
+    with m2m100, else none."""
+    if cfg.token == "none":
         return []
+    source, target = direction
+    if cfg.token == "m2m100":
+        return [_piece(tok, m2m100_token(source), source, "source", where)]
     if target is None:
         raise MtError(f"{where}: a multilingual model needs the target language (--target-lang)")
-    piece = tok.piece_id(target_token(target))
-    if piece is None:
-        raise MtError(f"{where}: {target_token(target)} is not one piece of the source vocabulary, so the model "
-                      f"cannot be asked for {target}")
-    return [piece]
+    return [_piece(tok, target_token(target), target, "source", where)]
+
+
+def target_prefix(cfg: LanguagesConfig, tok: Tokenizer, direction: tuple[str | None, str | None],
+                  where: str) -> list[int]:
+    """The token ids a target of this direction starts with, forced when decoding: [__target__] with m2m100."""
+    if cfg.token != "m2m100":
+        return []
+    return [_piece(tok, m2m100_token(direction[1]), direction[1], "target", where)]
+
+
+def _piece(tok: Tokenizer, piece: str, lang: str | None, side: str, where: str) -> int:
+    found = tok.piece_id(piece) if lang is not None else None
+    if found is None:
+        raise MtError(f"{where}: {piece} is not one piece of the {side} vocabulary, so the model cannot be asked "
+                      f"for {lang}")
+    return found
 
 
 def tokens_of(cfg: LanguagesConfig) -> list[str]:

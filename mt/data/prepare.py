@@ -34,7 +34,7 @@ from mt.checkpoint import init_source
 from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity
 from mt.data.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
-from mt.data.languages import source_prefix, tokens_of
+from mt.data.languages import source_prefix, target_prefix, tokens_of
 from mt.data.parallel_text import TrainingCorpus, dev_sets, parallel_chunks, source_files, training_corpora
 from mt.errors import DataError, MtError
 from mt.progress import Progress
@@ -189,11 +189,11 @@ def _build(cfg: Config, folder: Path, log) -> None:
     with CorpusWriter(folder, "train", token_dtype(len(src_tok)), token_dtype(len(tgt_tok))) as writer, \
             Progress("prepare", "encoded", pairs, log) as progress:
         for i, corpus in enumerate(corpora):
-            prefix = _corpus_prefix(cfg, src_tok, corpus, i)
+            src_prefix, tgt_prefix = _corpus_prefixes(cfg, src_tok, tgt_tok, corpus, i)
             before = writer.pairs
             for src, tgt in corpus.chunks():
-                src_ids = [[*prefix, *s] if s else s for s in src_tok.encode(src)] if prefix else src_tok.encode(src)
-                for key, n in writer.add(src_ids, tgt_tok.encode(tgt), cfg.data.max_len).items():
+                src_ids, tgt_ids = prefixed(src_prefix, src_tok.encode(src)), prefixed(tgt_prefix, tgt_tok.encode(tgt))
+                for key, n in writer.add(src_ids, tgt_ids, cfg.data.max_len).items():
                     counts[key] += n
                 progress.update(len(src))
             parts.append(writer.pairs - before)
@@ -206,8 +206,9 @@ def _build(cfg: Config, folder: Path, log) -> None:
             raise DataError(f"data.train[{i}] {corpus.name}: no usable training pairs")
     dev_src = [line for *_, src, _ in devs for line in src]
     dev_ref = [line for *_, ref in devs for line in ref]
-    prefixes = [_dev_prefix(cfg, src_tok, tgt_lang, i) for i, (_, tgt_lang, src, _) in enumerate(devs) for _ in src]
-    dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None, prefixes)[0]) \
+    prefixes = [_dev_prefixes(cfg, src_tok, tgt_tok, (s, t), i) for i, (s, t, src, _) in enumerate(devs) for _ in src]
+    dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None,
+                                                         [p[0] for p in prefixes], [p[1] for p in prefixes])[0]) \
         if devs else None
     directions = [[src_lang, tgt_lang, len(src)] for src_lang, tgt_lang, src, _ in devs]
     (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref, "directions": directions},
@@ -244,20 +245,32 @@ def _cleaned_corpora(cfg: Config, corpora: list[TrainingCorpus], folder: Path, l
     return cleaned
 
 
-def _corpus_prefix(cfg: Config, tok: Tokenizer, corpus: TrainingCorpus, i: int) -> list[int]:
-    """The token ids put before each source of data.train[i]: its target language's token (languages.token target),
-    then its tag."""
+def prefixed(prefix: list[int], encoded: list[list[int]]) -> list[list[int]]:
+    """Each non-empty sequence after `prefix` (an empty one stays empty: it is dropped as empty)."""
+    return [[*prefix, *ids] if ids else ids for ids in encoded] if prefix else encoded
+
+
+def _corpus_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, corpus: TrainingCorpus,
+                     i: int) -> tuple[list[int], list[int]]:
+    """The token ids put before each source of data.train[i] (its language token, mt/data/languages.py, then its
+    tag), and before each target (an M2M100 model's target language token)."""
     try:
-        language = source_prefix(cfg.languages, tok, corpus.tgt_lang, f"data.train[{i}]")
-    except MtError as e:
+        src, tgt = _language_prefixes(cfg, src_tok, tgt_tok, (corpus.src_lang, corpus.tgt_lang), f"data.train[{i}]")
+    except DataError as e:
         raise DataError(f"{e} (train.init_from's checkpoint was trained without it)") from None
-    tag = _tag_id(tok, corpus.tag, i)
-    return language + ([] if tag is None else [tag])
+    tag = _tag_id(src_tok, corpus.tag, i)
+    return src + ([] if tag is None else [tag]), tgt
 
 
-def _dev_prefix(cfg: Config, tok: Tokenizer, tgt_lang: str | None, i: int) -> list[int]:
+def _dev_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, direction: tuple, i: int):
+    return _language_prefixes(cfg, src_tok, tgt_tok, direction, f"data.dev[{i}]")
+
+
+def _language_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, direction: tuple,
+                       where: str) -> tuple[list[int], list[int]]:
     try:
-        return source_prefix(cfg.languages, tok, tgt_lang, f"data.dev[{i}]")
+        return (source_prefix(cfg.languages, src_tok, direction, where),
+                target_prefix(cfg.languages, tgt_tok, direction, where))
     except MtError as e:
         raise DataError(str(e)) from None
 
@@ -321,7 +334,7 @@ def _checkpoint_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> t
     src_tok, tgt_tok = Tokenizer.from_tensor(ckpt["src_tokenizer"]), Tokenizer.from_tensor(ckpt["tgt_tokenizer"])
     _check_init_languages(cfg, ckpt)
     for i, corpus in enumerate(corpora):
-        _corpus_prefix(cfg, src_tok, corpus, i)  # before reading the corpora: a missing tag fails at once
+        _corpus_prefixes(cfg, src_tok, tgt_tok, corpus, i)  # before reading the corpora: a missing tag fails at once
     pairs = sum(len(src) for corpus in corpora for src, _ in corpus.chunks())
     if pairs == 0:
         raise DataError("no training pairs: the training data is empty")
@@ -377,6 +390,6 @@ def _balanced(reservoirs: list[Reservoir], seed: int) -> Iterator[str]:
 def _check_init_languages(cfg: Config, ckpt: dict) -> None:
     """Fine-tuning a model that names the target with a token goes on naming it: the config must say so."""
     token = ckpt["config"].get("languages", {}).get("token", "none")
-    if token == "target" and cfg.languages.token != "target":
-        raise DataError(f"train.init_from {cfg.train.init_from}: its model is asked for the target language by a "
-                        "token before each source; set languages.token: target and name each corpus' languages")
+    if token != "none" and cfg.languages.token != token:
+        raise DataError(f"train.init_from {cfg.train.init_from}: its model is told the languages by tokens "
+                        f"(languages.token {token}); set languages.token: {token} and name each corpus' languages")

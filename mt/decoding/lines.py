@@ -150,24 +150,32 @@ def encode_lines(tr: Translator, texts: list[LineText]) -> list[LineIds]:
     model's target token), prefixes and terms with the target one."""
     sources = tr.encode_sources([t.source for t in texts])
     prefixes = tr.tgt_tokenizer.encode([t.prefix for t in texts]) if any(t.prefix for t in texts) else None
-    return [LineIds(source, t.line, prefixes[i] if prefixes else [],
+    return [LineIds(source, t.line, _forced(tr, source, prefixes[i] if prefixes else []),
                     [ids for ids in tr.tgt_tokenizer.encode(list(t.terms)) if ids] if t.terms else [])
             for i, (source, t) in enumerate(zip(sources, texts))]
+
+
+def _forced(tr: Translator, source: list[int], prefix: list[int]) -> list[int]:
+    """What an output starts with: the translator's target prefix (an M2M100 model's language), then the line's
+    own; an empty line with no prefix of its own stays empty (not decoded)."""
+    return [*tr.target_prefix, *prefix] if source or prefix else []
 
 
 def translations(tr: Translator, sources: list[list[int]], hyps: list[list[Hypothesis]],
                  alignment: bool = False) -> list[list[Translation]]:
     """Hypotheses as text (and word alignments when `alignment`), per line."""
-    return [[Translation(tr.tgt_tokenizer.decode(h.tokens), h.score, _alignment(tr, source, h) if alignment else None)
+    return [[Translation(tr.tgt_tokenizer.decode(tr.output_tokens(h.tokens)), h.score,
+                         _alignment(tr, source, h) if alignment else None)
              for h in per_line] for source, per_line in zip(sources, hyps)]
 
 
 def _alignment(tr: Translator, source: list[int], h: Hypothesis) -> str:
     if h.attention is None:  # an empty line: nothing decoded, nothing aligned
         return ""
-    start = len(tr.source_prefix)  # the words of the source are after its language token
+    start, first = len(tr.source_prefix), len(tr.target_prefix)  # the words come after the language tokens
     src_pieces = [tr.src_tokenizer.sp.id_to_piece(t) for t in source[start:h.attention.size(1)]]
-    return word_alignment(h.attention[:, start:], src_pieces, [tr.tgt_tokenizer.sp.id_to_piece(t) for t in h.tokens])
+    tgt_pieces = [tr.tgt_tokenizer.sp.id_to_piece(t) for t in tr.output_tokens(h.tokens)]
+    return word_alignment(h.attention[first:, start:], src_pieces, tgt_pieces)
 
 
 @dataclass(frozen=True)

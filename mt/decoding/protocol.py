@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 
 from mt.config import Config, DecodeConfig, batch_settings
-from mt.data.languages import pick_direction, source_prefix
+from mt.data.languages import pick_direction, source_prefix, target_prefix
 from mt.data.tokenizer import Tokenizer
 
 
@@ -203,6 +203,7 @@ class Translator:
     cfg: Config
     direction: tuple[str, str] | None = None  # (source, target) language codes, when the model names them
     source_prefix: tuple[int, ...] = ()  # token ids before each source: the target's >>xx<< (mt/data/languages.py)
+    target_prefix: tuple[int, ...] = ()  # token ids each output starts with, forced and dropped from its text (M2M100)
 
     def toward(self, source: str | None, target: str | None, model: str,
                options: tuple[str, str] = ("--source-lang", "--target-lang")) -> Translator:
@@ -211,10 +212,20 @@ class Translator:
         direction = pick_direction(self.cfg, source, target, model, options)
         if direction is None:
             return self
-        prefix = source_prefix(self.cfg.languages, self.src_tokenizer, direction[1], model)
-        return replace(self, direction=direction, source_prefix=tuple(prefix))
+        languages = self.cfg.languages
+        return replace(self, direction=direction,
+                       source_prefix=tuple(source_prefix(languages, self.src_tokenizer, direction, model)),
+                       target_prefix=tuple(target_prefix(languages, self.tgt_tokenizer, direction, model)))
 
     def encode_sources(self, texts: list[str]) -> list[list[int]]:
         """Sources as token ids, each non-empty one after the source prefix (a multilingual model's target token)."""
         ids = self.src_tokenizer.encode(texts)
         return [[*self.source_prefix, *s] if s else s for s in ids] if self.source_prefix else ids
+
+    def encode_targets(self, texts: list[str]) -> list[list[int]]:
+        """Targets (scored pairs) as token ids after the target prefix."""
+        return [[*self.target_prefix, *ids] for ids in self.tgt_tokenizer.encode(texts)]
+
+    def output_tokens(self, tokens: list[int]) -> list[int]:
+        """An output's own tokens: those after the forced target prefix."""
+        return tokens[len(self.target_prefix):] if self.target_prefix else tokens

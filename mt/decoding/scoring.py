@@ -39,7 +39,7 @@ def score_pairs(tr: Translator, sources: list[str], targets: list[str], *, alpha
     """Each (source, target) pair's log-probability, length-normalised with `alpha` when `normalize`; batches of
     at most `batch_tokens` tokens (the wider side of a pair, padding counted). `on_truncate(index, side, length,
     kept)` hears of every side cut to fit the model's positions."""
-    src_ids, tgt_ids = tr.encode_sources(sources), tr.tgt_tokenizer.encode(targets)
+    src_ids, tgt_ids = tr.encode_sources(sources), tr.encode_targets(targets)
     limit = tr.backend.max_positions - 1  # positions with EOS (source) or BOS (target input)
     for i, (s, t) in enumerate(zip(src_ids, tgt_ids)):
         for side, ids, kept in (("source", s, limit - 1), ("target", t, limit)):

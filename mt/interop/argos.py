@@ -38,8 +38,8 @@ def export_argos(checkpoint: Path, output: Path, source_lang: str | None = None,
                  raw_weights: bool = False, sentence_splitter: Path | None = None) -> tuple[Path, str, str]:
     """Write the package `output` (complete or absent); returns it and the (source, target) languages."""
     ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    if ckpt["config"].get("languages", {}).get("token") == "target":
-        raise MtError(f"-c {checkpoint}: a multilingual model, asked for its target by a token before the source, "
+    if ckpt["config"].get("languages", {}).get("token", "none") != "none":
+        raise MtError(f"-c {checkpoint}: a multilingual model, told its languages by a token before the source, "
                       "which argostranslate cannot add (it adds only a target prefix); package a bilingual student "
                       "of one direction (mt distill), or export to ctranslate2 or huggingface")
     src, tgt = _languages(ckpt["config"], source_lang, target_lang, checkpoint)

@@ -131,8 +131,8 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
     spec.register_source_vocabulary(_pieces(tr.src_tokenizer)[rows])
     spec.register_target_vocabulary(_pieces(tr.tgt_tokenizer)[rows])
     spec.config.unk_token, spec.config.eos_token = (tr.tgt_tokenizer.sp.id_to_piece(i) for i in (UNK, EOS))
-    if tr.backend.model.cfg.decoder_start == "pad":
-        spec.config.decoder_start_token = spec.config.eos_token  # any piece: the decoder starts from zeros
+    if tr.backend.model.cfg.decoder_start in ("pad", "eos"):  # pad: any piece, the decoder starts from zeros
+        spec.config.decoder_start_token = spec.config.eos_token
     spec.validate()
     spec.optimize(quantization=quantization)
 

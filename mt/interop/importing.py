@@ -1,5 +1,5 @@
 """`mt import`: which reader a path needs. An Argos package (an .argosmodel file, or an installed package's folder
-with metadata.json), a CTranslate2 model directory (model.bin), or a Hugging Face Marian directory."""
+with metadata.json), a CTranslate2 model directory (model.bin), or a Hugging Face Marian or M2M100 directory."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from mt.config import Config
 from mt.errors import MtError
 from mt.interop.argos import opened_package
 from mt.interop.ctranslate2_import import import_ctranslate2
+from mt.interop.m2m100 import import_m2m100, is_m2m100
 from mt.interop.marian import import_marian
 
 
@@ -23,6 +24,6 @@ def import_model(source: Path, output: Path, log=print) -> Config:
     if (source / "model.bin").is_file():
         return import_ctranslate2(source, output, log)
     if (source / "config.json").is_file():
-        return import_marian(source, output, log)
-    raise MtError(f"{source}: none of a Hugging Face Marian directory (config.json), a CTranslate2 model "
+        return import_m2m100(source, output, log) if is_m2m100(source) else import_marian(source, output, log)
+    raise MtError(f"{source}: none of a Hugging Face Marian or M2M100 directory (config.json), a CTranslate2 model "
                   "(model.bin) and an Argos package (metadata.json)")

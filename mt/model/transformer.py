@@ -19,12 +19,19 @@ from mt.model.kv_cache import DecoderCache, LayerCache
 from mt.config import ModelConfig
 from mt.model.kernels import attention, linear, linear_layer, linear_relu, training_dropout, written_out_attention
 from mt.masks import CAUSAL, Causal
-from mt.symbols import PAD
+from mt.symbols import EOS, PAD
 
 
 def sinusoidal_positions(n_positions: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
     """(n_positions, D): PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)) (3.5);
-    `layout` concatenated departs from it: the same sines in the first half, cosines in the second (Marian)."""
+    `layout` concatenated departs from it: the same sines in the first half, cosines in the second (Marian);
+    fairseq: [sin | cos] with frequencies 10000^(-i/(D/2 - 1)), position p at fairseq's row p + 2 (its padding
+    index + 1), computed in float32 as fairseq and M2M100 do."""
+    if layout == "fairseq":
+        half = d_model // 2
+        inv_freq = torch.exp(torch.arange(half).float() * -(math.log(10000) / (half - 1)))
+        angle = (torch.arange(n_positions) + 2).float()[:, None] * inv_freq[None]
+        return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
     position = torch.arange(n_positions, dtype=torch.float64)[:, None]
     inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     if layout == "concatenated":
@@ -279,7 +286,8 @@ class Transformer(nn.Module):
         if self.cfg.decoder_start == "bos":
             return tgt
         start = offset[:, None] if isinstance(offset, torch.Tensor) else offset
-        return tgt.masked_fill(torch.arange(tgt.size(1), device=tgt.device) + start == 0, PAD)
+        first = PAD if self.cfg.decoder_start == "pad" else EOS  # eos: fairseq's and M2M100's decoder start
+        return tgt.masked_fill(torch.arange(tgt.size(1), device=tgt.device) + start == 0, first)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = self.decoder_norm(x)

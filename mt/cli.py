@@ -374,7 +374,8 @@ def evaluate(
     if hyp is not None:
         hyps = read_lines(hyp)
     else:
-        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode, (source_lang, target_lang))
+        hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode,
+                                         (source_lang, target_lang))
     if len(hyps) != len(refs):
         raise MtError(f"{hyp or src} has {len(hyps)} lines but {ref} has {len(refs)}")
     result = score_corpus(hyps, refs, [m.strip() for m in metrics.split(",") if m.strip()])

@@ -587,6 +587,9 @@ def _validate_languages(data: DataConfig, fail) -> None:
                                                "languages (src_lang and tgt_lang)")
                 if not LANGUAGE_CODE.match(code):
                     fail(f"{key}[{i}].{side}", f"must be a language code such as de, fra or zho_Hans, got {code!r}")
+    if data.dev_src or data.dev_tgt:
+        fail("data.dev_src", "with languages named: list the dev sets in data.dev, each with its src_lang and "
+                             "tgt_lang")
     trained = {(c.src_lang, c.tgt_lang) for c in data.train}
     for i, dev in enumerate(data.dev):
         if (dev.src_lang, dev.tgt_lang) not in trained:

@@ -247,7 +247,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     record = args.work / "results.json"
     results = json.loads(record.read_text()) if record.exists() else {}
-    steps = {"data": lambda: make_data(args.work, args.heldout), "train": lambda: train(args.work, args.updates, results),
+    steps = {"data": lambda: make_data(args.work, args.heldout),
+             "train": lambda: train(args.work, args.updates, results),
              "evaluate": lambda: evaluate(args.work, results),
              "serve": lambda: serve(args.work, results, args.clients, args.serve_seconds)}
     for stage in args.stages.split(","):

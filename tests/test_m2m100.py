@@ -134,8 +134,8 @@ def test_fine_tuning_an_imported_model_on_one_direction(m2m100, tmp_path):
     *_, checkpoint, imported = m2m100
     sections = imported.stdout  # the tokenizer, model and languages sections `mt import` prints
     config = tmp_path / "finetune.yaml"
-    config.write_text(sections + f"output_dir: {tmp_path / 'run'}\n" + "data:\n  train:\n"
-                      f"    - {{src: {DATA / 'sample-2k.de'}, tgt: {DATA / 'sample-2k.en'}, src_lang: de, tgt_lang: en}}\n"
+    corpus = f"{{src: {DATA / 'sample-2k.de'}, tgt: {DATA / 'sample-2k.en'}, src_lang: de, tgt_lang: en}}"
+    config.write_text(sections + f"output_dir: {tmp_path / 'run'}\n" + f"data:\n  train:\n    - {corpus}\n"
                       f"train: {{init_from: {checkpoint}, max_steps: 4, batch_tokens: 1024, warmup_steps: 2, "
                       "save_every: 4, eval_every: 4}\n", encoding="utf-8")
     run_mt("train", config)

@@ -115,9 +115,9 @@ def _evaluate_on_main(run) -> tuple[dict, float]:
     scores = [_direction_scores(translator, source, target, lines, cfg.train.best_metric == "chrf", rt)
               for source, target, lines in _dev_parts(data)]
     row = {"step": run.state.step, "split": "dev", "loss": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2),
-           "bleu": round(float(np.mean([s["bleu"] for _, s in scores])), 2)}
+           "bleu": float(np.mean([s["bleu"] for _, s in scores]))}
     if cfg.train.best_metric == "chrf":
-        row["chrf"] = round(float(np.mean([s["chrf"] for _, s in scores])), 2)
+        row["chrf"] = float(np.mean([s["chrf"] for _, s in scores]))
     if len(scores) > 1:  # a multilingual model: its score is the mean over the directions, each one logged
         row.update({f"{metric}_{direction}": value for direction, s in scores for metric, value in s.items()})
     row["eval_s"] = round(time.perf_counter() - start, 1)
@@ -135,7 +135,7 @@ def _dev_parts(data) -> list[tuple[str | None, str | None, tuple[list[str], list
 
 def _direction_scores(translator: Translator, source: str | None, target: str | None,
                       lines: tuple[list[str], list[str]], chrf: bool, rt) -> tuple[str, dict]:
-    """Greedy BLEU (and chrF) of one direction's dev set, keyed by its source:target."""
+    """Greedy BLEU (and chrF) of one direction's dev set, keyed by its source-target."""
     tr = translator.toward(source, target, "the dev set")
     with rt.autocast(), torch.no_grad():  # (with autograd on, each decoding step would record a graph)
         hyps = translate_lines(tr, lines[0], replace(tr.cfg.decode, beam_size=1))

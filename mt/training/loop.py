@@ -191,7 +191,8 @@ def _describe_corpora(run: TrainingRun) -> list[str]:
     weights = corpus_weights(corpora, [len(s.corpus) for s in schedule.schedules], run.cfg.data.temperature)
     return [f"corpus {k + 1} of {len(corpora)}: {c.name}{_languages(c)}: {len(part.corpus):,} pairs, {len(part.plan)} "
             f"batches per epoch, weight {w:.3g} = {share:.1%} of the batches{f', tag {c.tag}' if c.tag else ''}"
-            for k, (c, part, w, share) in enumerate(zip(corpora, schedule.schedules, weights, schedule.shares.tolist()))]
+            for k, (c, part, w, share) in enumerate(zip(corpora, schedule.schedules, weights,
+                                                        schedule.shares.tolist()))]
 
 
 def _languages(corpus) -> str:

@@ -196,8 +196,8 @@ def test_bad_packages_are_one_line_each_and_write_nothing(tmp_path):
         "no-model.argosmodel": (lambda p: _zip(p, {"pkg/metadata.json": _metadata()}),
                                 "no model/model.bin; an Argos translation package holds a CTranslate2 model there"),
         "encrypted.argosmodel": (_encrypted, "member 'pkg/metadata.json' is encrypted"),
-        "empty-folder": (lambda p: p.mkdir(), "none of a Hugging Face Marian directory (config.json), a "
-                         "CTranslate2 model (model.bin) and an Argos package (metadata.json)"),
+        "empty-folder": (lambda p: p.mkdir(), "none of a Hugging Face Marian or M2M100 directory (config.json), "
+                         "a CTranslate2 model (model.bin) and an Argos package (metadata.json)"),
     }
     for name, (make, message) in cases.items():
         make(tmp_path / name)

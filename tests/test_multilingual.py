@@ -133,7 +133,7 @@ def test_temperature_weights_follow_arivazhagan():
 def test_info_lists_the_directions_and_the_checkpoint_records_them(checkpoint):
     assert "directions: en:de, en:fr, de:en; a >>xx<< token" in run_mt("info", checkpoint).stdout
     languages = load_checkpoint(checkpoint)["config"]["languages"]
-    assert languages == {"directions": ["en:de", "en:fr", "de:en"], "token": "target"}
+    assert languages == {"directions": ["en:de", "en:fr", "de:en"], "token": "target", "codes": []}
 
 
 def test_a_multilingual_run_resumes_exactly(tmp_path):

@@ -17,6 +17,7 @@ import torch
 from mt.checkpoint import load_checkpoint
 from mt.config import load_config
 from mt.data.languages import temperature_weights
+from mt.data.tokenizer import Tokenizer
 from mt.errors import ConfigError
 from tests.conftest import TINY, one_error_line, read_metrics, run_mt, tiny_overrides
 from tests.test_server import RunningServer
@@ -258,3 +259,16 @@ def test_an_argos_package_of_a_multilingual_model_is_refused(checkpoint, tmp_pat
     proc = run_mt("export", "-c", checkpoint, "--format", "argos", "-o", tmp_path / "x.argosmodel", check=False)
     assert "argostranslate cannot add (it adds only a target prefix)" in one_error_line(proc)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_trained_with_m2m100_tokens_is_told_both_languages(tmp_path):
+    """languages.token m2m100 from scratch: __src__ before the source, __tgt__ forced as the first output."""
+    config = multilingual_config(tmp_path, tmp_path / "m", {("en", "de"): 200, ("en", "fr"): 200})
+    quick = {"train.max_steps": 2, "train.save_every": 2, "train.eval_every": 2, "languages.token": "m2m100"}
+    run_mt("train", config, *settings_args(**quick))
+    checkpoint = tmp_path / "m" / "checkpoint_last.pt"
+    pieces = Tokenizer.from_tensor(load_checkpoint(checkpoint)["src_tokenizer"])
+    assert all(pieces.piece_id(f"__{lang}__") is not None for lang in ("en", "de", "fr"))
+    assert len(translate(checkpoint, ["river stone"], "--source-lang", "en", "--target-lang", "fr")) == 1
+    refused = run_mt("translate", "-c", checkpoint, "--target-lang", "fr", input="x\n", check=False)
+    assert "is told the source language; say which with --source-lang" in one_error_line(refused)

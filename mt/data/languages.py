@@ -108,10 +108,12 @@ def _piece(tok: Tokenizer, piece: str, lang: str | None, side: str, where: str) 
 
 
 def tokens_of(cfg: LanguagesConfig) -> list[str]:
-    """The target tokens a model of these languages needs in its source vocabulary, one per target."""
-    if cfg.token != "target":
-        return []
-    return list(dict.fromkeys(target_token(d.split(":", 1)[1]) for d in cfg.directions))
+    """The language tokens a model of these languages needs as pieces: one per target (token target), or one per
+    language (m2m100, which a config may also train from scratch)."""
+    pairs = [d.split(":", 1) for d in cfg.directions]
+    if cfg.token == "m2m100":
+        return list(dict.fromkeys(m2m100_token(lang) for pair in pairs for lang in pair))
+    return list(dict.fromkeys(target_token(t) for _, t in pairs)) if cfg.token == "target" else []
 
 
 def temperature_weights(sizes: list[int], temperature: float) -> list[float]:

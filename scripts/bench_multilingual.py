@@ -18,7 +18,8 @@ serve: --clients closed-loop clients, spread evenly over the four directions, ea
 sentence per request to `mt serve` (LibreTranslate's /translate) for --serve-seconds: the multilingual model
 behind `-m CKPT` against the four bilingual ones behind `-m de:en=A -m en:de=B ...`. Sentences per second.
 
-Stages keep their results in WORK/results.json, so each one can be run again alone.
+Stages keep their results in WORK/results.json, so each one can be run again alone; the train stage skips the
+models it has trained before (delete WORK/results.json, or a model's folder, to train it again).
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ def train(work: Path, updates: int, results: dict) -> None:
     runs = {"multilingual": multilingual_config(work, updates)}
     runs.update({f"{s}-{t}": bilingual_config(work, updates, s, t) for s, t in DIRECTIONS})
     for name, config in runs.items():
+        if name in results.get("train", {}) and checkpoint(work, name).is_file():
+            print(f"train: {name} trained before ({results['train'][name]['seconds']} s), kept")
+            continue
         start = time.perf_counter()
         proc = subprocess.run([*MT, "train", str(config), "--restart"], cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:

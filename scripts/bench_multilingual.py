@@ -128,6 +128,7 @@ def bilingual_config(work: Path, updates: int, source: str, target: str) -> Path
 
 
 def train(work: Path, updates: int, results: dict) -> None:
+    """Each model trained and timed in turn; results.json gets each one's line as soon as it is trained."""
     runs = {"multilingual": multilingual_config(work, updates)}
     runs.update({f"{s}-{t}": bilingual_config(work, updates, s, t) for s, t in DIRECTIONS})
     for name, config in runs.items():
@@ -142,6 +143,7 @@ def train(work: Path, updates: int, results: dict) -> None:
         last = [line for line in proc.stderr.splitlines() if "dev loss" in line][-1]
         results.setdefault("train", {})[name] = {"seconds": round(seconds, 1), "dev": last}
         print(f"train: {name} {seconds:.0f} s; {last}")
+        (work / "results.json").write_text(json.dumps(results, indent=1))
 
 
 # ---------------------------------------------------------------- evaluation

@@ -74,16 +74,19 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
     return offsets
 
 
-def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None,
-                  src_prefixes: list[list[int]] | None = None, tgt_prefixes: list[list[int]] | None = None):
-    """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens. `src_prefixes`,
-    `tgt_prefixes`: token ids put before each non-empty source or target (language tokens, mt/data/languages.py).
+def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int | None):
+    """Encode pairs in memory; drop pairs with an empty side or a side over `max_len` tokens.
 
     Returns (corpus, counts), tokens as int32. `mt prepare` streams the same steps to disk (`CorpusWriter.add`);
-    this is the reference it is tested against, and how the small dev set is encoded.
+    this is the reference it is tested against.
     """
-    src, src_lengths = flatten(_prefixed(src_prefixes, src_tok.encode(src_lines)))
-    tgt, tgt_lengths = flatten(_prefixed(tgt_prefixes, tgt_tok.encode(tgt_lines)))
+    return corpus_of_ids(src_tok.encode(src_lines), tgt_tok.encode(tgt_lines), max_len)
+
+
+def corpus_of_ids(src_ids: list[list[int]], tgt_ids: list[list[int]], max_len: int | None):
+    """`encode_corpus` of pairs already encoded (the dev sets, after their language tokens)."""
+    src, src_lengths = flatten(src_ids)
+    tgt, tgt_lengths = flatten(tgt_ids)
     keep, counts = keep_mask(src_lengths, tgt_lengths, max_len)
     corpus = Corpus(torch.from_numpy(src[np.repeat(keep, src_lengths)]),
                     torch.from_numpy(_offsets(src_lengths[keep])),
@@ -92,10 +95,10 @@ def encode_corpus(src_lines, tgt_lines, src_tok: Tokenizer, tgt_tok: Tokenizer, 
     return corpus, counts
 
 
-def _prefixed(prefixes: list[list[int]] | None, encoded: list[list[int]]) -> list[list[int]]:
-    if prefixes is None:
-        return encoded
-    return [[*prefix, *ids] if ids else ids for prefix, ids in zip(prefixes, encoded)]
+def prefixed(prefix: list[int] | tuple[int, ...], encoded: list[list[int]]) -> list[list[int]]:
+    """Each non-empty sequence after `prefix` (language tokens, a corpus tag); an empty one stays empty, so that
+    it is dropped, or not decoded, as empty."""
+    return [[*prefix, *ids] if ids else ids for ids in encoded] if prefix else encoded
 
 
 def keep_mask(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_len: int | None) -> tuple[np.ndarray, dict]:

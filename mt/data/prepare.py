@@ -33,7 +33,7 @@ from mt.files import atomic_write_text, read_record
 from mt.checkpoint import init_source
 from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity
-from mt.data.corpus import Corpus, CorpusWriter, encode_corpus, map_corpus, token_dtype, write_corpus
+from mt.data.corpus import Corpus, CorpusWriter, corpus_of_ids, map_corpus, prefixed, token_dtype, write_corpus
 from mt.data.languages import source_prefix, target_prefix, tokens_of
 from mt.data.parallel_text import TrainingCorpus, dev_sets, parallel_chunks, source_files, training_corpora
 from mt.errors import DataError, MtError
@@ -206,10 +206,7 @@ def _build(cfg: Config, folder: Path, log) -> None:
             raise DataError(f"data.train[{i}] {corpus.name}: no usable training pairs")
     dev_src = [line for *_, src, _ in devs for line in src]
     dev_ref = [line for *_, ref in devs for line in ref]
-    prefixes = [_dev_prefixes(cfg, src_tok, tgt_tok, (s, t), i) for i, (s, t, src, _) in enumerate(devs) for _ in src]
-    dev_meta = write_corpus(folder, "dev", encode_corpus(dev_src, dev_ref, src_tok, tgt_tok, None,
-                                                         [p[0] for p in prefixes], [p[1] for p in prefixes])[0]) \
-        if devs else None
+    dev_meta = write_corpus(folder, "dev", _dev_corpus(cfg, devs, src_tok, tgt_tok)) if devs else None
     directions = [[src_lang, tgt_lang, len(src)] for src_lang, tgt_lang, src, _ in devs]
     (folder / "dev.json").write_text(json.dumps({"src": dev_src, "ref": dev_ref, "directions": directions},
                                                 ensure_ascii=False), encoding="utf-8")
@@ -245,11 +242,6 @@ def _cleaned_corpora(cfg: Config, corpora: list[TrainingCorpus], folder: Path, l
     return cleaned
 
 
-def prefixed(prefix: list[int], encoded: list[list[int]]) -> list[list[int]]:
-    """Each non-empty sequence after `prefix` (an empty one stays empty: it is dropped as empty)."""
-    return [[*prefix, *ids] if ids else ids for ids in encoded] if prefix else encoded
-
-
 def _corpus_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, corpus: TrainingCorpus,
                      i: int) -> tuple[list[int], list[int]]:
     """The token ids put before each source of data.train[i] (its language token, mt/data/languages.py, then its
@@ -262,8 +254,14 @@ def _corpus_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, corpus
     return src + ([] if tag is None else [tag]), tgt
 
 
-def _dev_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, direction: tuple, i: int):
-    return _language_prefixes(cfg, src_tok, tgt_tok, direction, f"data.dev[{i}]")
+def _dev_corpus(cfg: Config, devs: list, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Corpus:
+    """The dev sets encoded one after another, each after its direction's language tokens."""
+    src_ids, tgt_ids = [], []
+    for i, (source, target, src, ref) in enumerate(devs):
+        src_prefix, tgt_prefix = _language_prefixes(cfg, src_tok, tgt_tok, (source, target), f"data.dev[{i}]")
+        src_ids += prefixed(src_prefix, src_tok.encode(src))
+        tgt_ids += prefixed(tgt_prefix, tgt_tok.encode(ref))
+    return corpus_of_ids(src_ids, tgt_ids, None)[0]
 
 
 def _language_prefixes(cfg: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, direction: tuple,

@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 
 from mt.config import Config, DecodeConfig, batch_settings
+from mt.data.corpus import prefixed
 from mt.data.languages import pick_direction, source_prefix, target_prefix
 from mt.data.tokenizer import Tokenizer
 
@@ -219,8 +220,7 @@ class Translator:
 
     def encode_sources(self, texts: list[str]) -> list[list[int]]:
         """Sources as token ids, each non-empty one after the source prefix (a multilingual model's target token)."""
-        ids = self.src_tokenizer.encode(texts)
-        return [[*self.source_prefix, *s] if s else s for s in ids] if self.source_prefix else ids
+        return prefixed(self.source_prefix, self.src_tokenizer.encode(texts))
 
     def encode_targets(self, texts: list[str]) -> list[list[int]]:
         """Targets (scored pairs) as token ids after the target prefix."""

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from mt.checkpoint import ModelPart, checkpoint_dict, save_checkpoint
 from mt.config import Config, DecodeConfig, LanguagesConfig, ModelConfig, TokenizerConfig, config_to_dict
 from mt.data.languages import m2m100_token
 from mt.data.tokenizer import renumbered
 from mt.errors import MtError, needs
 from mt.files import read_json_object
-from mt.interop.marian import layer_names, load_weights, sentencepiece_type
+from mt.interop.marian import bart_sizes, layer_names, load_weights, sentencepiece_type
 from mt.model.transformer import build_model
 from mt.symbols import BOS, EOS, PAD, UNK
 
@@ -36,7 +38,6 @@ M2M100_DEFAULTS = {
 # Fields whose value must be the one mt's model of M2M100 has.
 REQUIRED = {"scale_embedding": True, "tie_word_embeddings": True, "is_encoder_decoder": True, "pad_token_id": 1,
             "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 2, "activation_function": "relu"}
-SAME = [("decoder_attention_heads", "encoder_attention_heads"), ("decoder_ffn_dim", "encoder_ffn_dim")]
 FILES = ("config.json", "vocab.json", "sentencepiece.bpe.model")
 SPECIALS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}  # M2M100's ids of its special pieces
 
@@ -81,17 +82,7 @@ def model_config(hf: dict, source: Path) -> ModelConfig:
     for key, value in REQUIRED.items():
         if hf[key] != value:
             raise MtError(f"{source}: {key} {hf[key]!r}: mt's model of M2M100 has {value!r}")
-    for key, other in SAME:
-        if hf[key] != hf[other]:
-            raise MtError(f"{source}: {key} {hf[key]!r}: mt needs it equal to {other} ({hf[other]!r})")
-    if hf["d_model"] % hf["encoder_attention_heads"] or hf["d_model"] % 2:
-        raise MtError(f"{source}: d_model {hf['d_model']!r}: mt needs an even multiple of encoder_attention_heads")
-    return ModelConfig(d_model=hf["d_model"], d_ff=hf["encoder_ffn_dim"], n_heads=hf["encoder_attention_heads"],
-                       n_layers=hf["encoder_layers"], encoder_layers=hf["encoder_layers"],
-                       decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
-                       attention_dropout=float(hf["attention_dropout"]),
-                       activation_dropout=float(hf["activation_dropout"]), norm="pre", share_embeddings=True,
-                       max_positions=hf["max_position_embeddings"], activation="relu", positions="fairseq",
+    return ModelConfig(**bart_sizes(hf, source), norm="pre", activation="relu", positions="fairseq",
                        output_bias=False, decoder_start="eos")
 
 
@@ -142,9 +133,7 @@ def mt_state(weights: dict, order: list[int], cfg: ModelConfig) -> dict:
     return state
 
 
-def _joined(w: dict, names: tuple[str, ...]):
-    import torch
-
+def _joined(w: dict, names: tuple[str, ...]) -> torch.Tensor:
     missing = next((name for name in names if name not in w), None)
     if missing is not None:
         raise MtError(f"the weights hold no {missing}: not an M2M100ForConditionalGeneration's")

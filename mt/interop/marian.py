@@ -95,23 +95,29 @@ def model_config(hf: dict, source: Path, positions: str = "concatenated") -> Mod
     for key, value in REQUIRED.items():
         if key in hf and hf[key] != value:
             raise MtError(f"{source}: {key} {hf[key]!r}: mt's model has {value!r}")
-    for key, other in SAME:
-        if hf[key] is not None and hf[key] != hf[other]:
-            raise MtError(f"{source}: {key} {hf[key]!r}: mt needs it equal to {other} ({hf[other]!r})")
     activation = ACTIVATIONS.get(hf["activation_function"])
     if activation is None:
         raise MtError(f"{source}: activation_function {hf['activation_function']!r}: mt has "
                       f"{', '.join(ACTIVATIONS)}")
-    if hf["d_model"] % hf["encoder_attention_heads"] or hf["d_model"] % 2:
-        raise MtError(f"{source}: d_model {hf['d_model']!r}: mt needs an even multiple of encoder_attention_heads")
-    return ModelConfig(d_model=hf["d_model"], d_ff=hf["encoder_ffn_dim"], n_heads=hf["encoder_attention_heads"],
-                       n_layers=hf["encoder_layers"], encoder_layers=hf["encoder_layers"],
-                       decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
-                       attention_dropout=float(hf["attention_dropout"]),
-                       activation_dropout=float(hf["activation_dropout"]), norm="post", share_embeddings=True,
-                       max_positions=hf["max_position_embeddings"], activation=activation, positions=positions,
+    return ModelConfig(**bart_sizes(hf, source), norm="post", activation=activation, positions=positions,
                        output_bias=True,
                        decoder_start="pad" if hf["decoder_start_token_id"] == hf["pad_token_id"] else "bos")
+
+
+def bart_sizes(hf: dict, source: Path) -> dict:
+    """The ModelConfig fields that a config.json of the BART family (Marian's, M2M100's) gives alike: sizes,
+    depths, dropouts, positions, one shared embedding; mt has one number of heads, one FFN width and one
+    vocabulary for both stacks, so a config with two is an error."""
+    for key, other in SAME:
+        if hf.get(key) is not None and hf[key] != hf[other]:
+            raise MtError(f"{source}: {key} {hf[key]!r}: mt needs it equal to {other} ({hf[other]!r})")
+    if hf["d_model"] % hf["encoder_attention_heads"] or hf["d_model"] % 2:
+        raise MtError(f"{source}: d_model {hf['d_model']!r}: mt needs an even multiple of encoder_attention_heads")
+    return dict(d_model=hf["d_model"], d_ff=hf["encoder_ffn_dim"], n_heads=hf["encoder_attention_heads"],
+                n_layers=hf["encoder_layers"], encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"],
+                dropout=float(hf["dropout"]), attention_dropout=float(hf["attention_dropout"]),
+                activation_dropout=float(hf["activation_dropout"]), share_embeddings=True,
+                max_positions=hf["max_position_embeddings"])
 
 
 def marian_order(hf: dict, vocab: dict[str, int]) -> list[tuple[str, int]]:

@@ -268,9 +268,9 @@ def translate(
     alignment: Annotated[bool, typer.Option("--alignment", help="Add <TAB> and Moses word alignments i-j.")] = False,
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
-    input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .srt .vtt "
-                                              ".docx .pptx .epub; else lines), lines, text, html, srt, vtt, docx, "
-                                              "pptx or epub.")] = "auto",
+    input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .md "
+                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub; else lines), lines, "
+                                              "text, html, markdown, srt, vtt, docx, pptx, odt, odp or epub.")] = "auto",
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,

@@ -6,6 +6,7 @@ per sentence (tests/test_marian.py)."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from html.parser import HTMLParser
 
@@ -215,8 +216,8 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
     assert httpx.get(html["translatedFileUrl"], timeout=60).text == f"<p><b>{plain(model, [s[2]])[0]}</b></p>"
     settings = file_server.get("/frontend/settings").json()
     assert settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".docx", ".epub", ".htm", ".html", ".pptx", ".srt", ".txt", ".vtt",
-                                                  ".xhtml"]
+    assert settings["supportedFilesFormat"] == [".docx", ".epub", ".htm", ".html", ".markdown", ".md", ".odp",
+                                                  ".odt", ".pptx", ".srt", ".txt", ".vtt", ".xhtml"]
 
 
 def test_bad_uploads_are_4xx_with_a_json_error(file_server):
@@ -226,7 +227,8 @@ def test_bad_uploads_are_4xx_with_a_json_error(file_server):
 
     cases = [
         (upload("a.pdf", b"%PDF-1.4"), 400,
-         "a.pdf: mt translates .docx, .epub, .htm, .html, .pptx, .srt, .txt, .vtt, .xhtml files"),
+         "a.pdf: mt translates .docx, .epub, .htm, .html, .markdown, .md, .odp, .odt, .pptx, .srt, .txt, .vtt, "
+         ".xhtml files"),
         (upload("lies.docx", b"<p>not a zip</p>"), 400,
          "lies.docx: not a Word document (.docx), which is a zip archive"),
         (upload("t.srt", b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n"), 400, "t.srt: not a valid SubRip file"),
@@ -290,3 +292,182 @@ def test_epub_pages_are_translated_and_the_book_reads_back(model, tmp_path):
     text = page.get_content().decode("utf-8")
     expected = plain(model, s[:3])
     assert f"<h1>{expected[0]}</h1>" in text and f"<em>{expected[2]}</em>" in text and expected[1] in text
+
+
+# ---------------------------------------------------------------- OpenDocument and Markdown
+
+
+def _odf_bytes(doc) -> bytes:
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    return buffer.getvalue()
+
+
+def _odf_tree(element) -> list:
+    """Every element under `element` with its attributes, in document order: the structure to compare."""
+    found = []
+    for child in element.childNodes:
+        if child.nodeType == child.ELEMENT_NODE:
+            found.append((child.qname, sorted((k, v) for k, v in child.attributes.items())))
+            found += _odf_tree(child)
+    return found
+
+
+def test_odt_keeps_paragraphs_spans_links_notes_tables_and_headers(model, tmp_path):
+    from odf import teletype
+    from odf.opendocument import OpenDocumentText, load
+    from odf.style import Header, MasterPage, PageLayout, Style, TextProperties
+    from odf.table import Table, TableCell, TableColumn, TableRow
+    from odf.text import A, H, Note, NoteBody, NoteCitation, P, Span
+
+    s = SENTENCES
+    doc = OpenDocumentText()
+    bold = Style(name="B", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    layout = PageLayout(name="pm1")
+    doc.automaticstyles.addElement(bold)
+    doc.automaticstyles.addElement(layout)
+    page, header = MasterPage(name="Standard", pagelayoutname=layout), Header()
+    header.addElement(P(text=s[0]))
+    page.addElement(header)
+    doc.masterstyles.addElement(page)
+    doc.text.addElement(H(outlinelevel=1, text=s[1]))
+    words = s[2].split()
+    paragraph = P(text=words[0] + " ")
+    paragraph.addElement(Span(stylename=bold, text=words[1]))
+    link = A(href="https://example.org/ä?q=1&x=2", type="simple")
+    link.addElement(Span(stylename=bold, text=words[2]))
+    paragraph.addText(" ")
+    paragraph.addElement(link)
+    paragraph.addText(" " + " ".join(words[3:]))
+    note = Note(id="ftn1", noteclass="footnote")
+    note.addElement(NoteCitation(text="1"))
+    body = NoteBody()
+    body.addElement(P(text=s[3]))
+    note.addElement(body)
+    paragraph.addElement(note)
+    doc.text.addElement(paragraph)
+    table = Table(name="T")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    row = TableRow()
+    for text in s[4:6]:
+        cell = TableCell()
+        cell.addElement(P(text=text))
+        row.addElement(cell)
+    table.addElement(row)
+    doc.text.addElement(table)
+    (tmp_path / "in.odt").write_bytes(_odf_bytes(doc))
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.odt", "-o", tmp_path / "out.odt")
+    out, before = load(str(tmp_path / "out.odt")), load(str(tmp_path / "in.odt"))
+    assert _odf_tree(out.text) == _odf_tree(before.text)  # the same elements, nested the same, attributes as sent
+    assert _odf_tree(out.masterstyles) == _odf_tree(before.masterstyles)
+    expected = plain(model, s[:6])
+    assert teletype.extractText(out.masterstyles.getElementsByType(P)[0]) == expected[0]  # the header: styles.xml
+    texts = [teletype.extractText(p) for p in out.text.getElementsByType(P) + out.text.getElementsByType(H)]
+    assert expected[1] in texts and expected[3] in texts and expected[4] in texts and expected[5] in texts
+    body_text = teletype.extractText(out.text.getElementsByType(P)[0])
+    assert " ".join(body_text.removesuffix("1" + expected[3]).split()) == " ".join(expected[2].split())
+    with zipfile.ZipFile(tmp_path / "in.odt") as a, zipfile.ZipFile(tmp_path / "out.odt") as b:
+        assert a.namelist() == b.namelist() and b.infolist()[0].filename == "mimetype"
+        assert b.infolist()[0].compress_type == zipfile.ZIP_STORED
+
+
+def test_odp_keeps_slides_frames_and_notes(model, tmp_path):
+    from odf import teletype
+    from odf.draw import Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation, load
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+    from odf.text import P
+
+    s = SENTENCES
+    doc = OpenDocumentPresentation()
+    layout = PageLayout(name="pm1")
+    doc.automaticstyles.addElement(layout)
+    master = MasterPage(name="M", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    for k in range(2):
+        slide = Page(masterpagename=master, name=f"slide{k}")
+        frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+        box = TextBox()
+        box.addElement(P(text=s[2 * k]))
+        box.addElement(P(text=s[2 * k + 1]))
+        frame.addElement(box)
+        slide.addElement(frame)
+        notes, notes_frame, notes_box = Notes(), Frame(width="20cm", height="3cm", x="1cm", y="5cm"), TextBox()
+        notes_box.addElement(P(text=s[4 + k]))
+        notes_frame.addElement(notes_box)
+        notes.addElement(notes_frame)
+        slide.addElement(notes)
+        doc.presentation.addElement(slide)
+    (tmp_path / "in.odp").write_bytes(_odf_bytes(doc))
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.odp", "-o", tmp_path / "out.odp")
+    out = load(str(tmp_path / "out.odp"))
+    assert _odf_tree(out.presentation) == _odf_tree(load(str(tmp_path / "in.odp")).presentation)
+    expected = plain(model, s[:6])
+    slides = out.presentation.getElementsByType(Page)
+    for k, slide in enumerate(slides):
+        frame, notes = slide.getElementsByType(Frame)[0], slide.getElementsByType(Notes)[0]
+        assert [teletype.extractText(p) for p in frame.getElementsByType(P)] == expected[2 * k:2 * k + 2]
+        assert [teletype.extractText(p) for p in notes.getElementsByType(P)] == [expected[4 + k]]
+
+
+def test_markdown_keeps_code_links_and_emphasis_markers(model, tmp_path):
+    from markdown_it import MarkdownIt
+
+    s = SENTENCES
+    words = s[1].rstrip(".").split()
+    document = (f"# {s[0]}\n\n{words[0]} **{words[1]}** [{words[2]}](https://example.org/a_b \"Titel\") "
+                f"{' '.join(words[3:])}.\n\n- {s[2]}\n- `apt-get install` {s[3]}\n\n```\n{s[4]}\n```\n\n"
+                f"| Spalte |\n|---|\n| {s[5]} |\n")
+    (tmp_path / "in.md").write_text(document, encoding="utf-8")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.md", "-o", tmp_path / "out.md")
+    out = (tmp_path / "out.md").read_text(encoding="utf-8")
+    md = MarkdownIt("commonmark").enable("table")
+    blocks = [(t.type, t.tag, t.markup) for t in md.parse(out) if t.type != "inline"]
+    assert blocks == [(t.type, t.tag, t.markup) for t in md.parse(document) if t.type != "inline"]
+    inline = [t for t in md.parse(out) if t.type == "inline"]
+    expected = plain(model, [s[0], s[1], s[2], s[3], "Spalte", s[5]])
+    assert inline[0].content == expected[0] and inline[2].content == expected[2]
+    link = next(c for c in inline[1].children if c.type == "link_open")
+    assert link.attrs == {"href": "https://example.org/a_b", "title": "Titel"}
+    assert [c.type for c in inline[1].children].count("strong_open") == 1
+    assert inline[3].children[0].type == "code_inline" and inline[3].children[0].content == "apt-get install"
+    assert f"```\n{s[4]}\n```\n" in out  # a code block is not translated
+    assert inline[-1].content == expected[5].replace("|", "\\|")
+
+
+def test_bad_opendocument_files_are_one_line_each_and_write_nothing(model, tmp_path):
+    from odf.opendocument import OpenDocumentText
+    from odf.text import P
+
+    doc = OpenDocumentText()
+    doc.text.addElement(P(text="Hallo Welt."))
+    good = _odf_bytes(doc)
+
+    def replaced(**members: bytes) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(out, "w") as dst:
+            for item in src.infolist():
+                dst.writestr(item, members.pop(item.filename, src.read(item.filename)))
+        return out.getvalue()
+
+    manifest = zipfile.ZipFile(io.BytesIO(good)).read("META-INF/manifest.xml")
+    cases = {
+        "lies.odt": (b"<p>not a zip</p>", "not an OpenDocument text (.odt), which is a zip archive"),
+        "slides.odt": (replaced(mimetype=b"application/vnd.oasis.opendocument.presentation"),
+                       "no mimetype member saying application/vnd.oasis.opendocument.text: not an OpenDocument text"),
+        "encrypted.odt": (replaced(**{"META-INF/manifest.xml": re.sub(
+            rb'(<manifest:file-entry[^>]*"content.xml"[^>]*)/>',
+            rb"\1><manifest:encryption-data/></manifest:file-entry>", manifest)}),
+            "an encrypted document: mt reads unencrypted ones"),
+        "laughs.odt": (replaced(**{"content.xml": LAUGHS}),
+                       "content.xml: declares a DTD or entities, which no such document has: refused"),
+        "torn.odt": (replaced(**{"content.xml": b"<office:document-content><text:p>"}), "content.xml: not well-formed"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"out-{name}"
+        line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
+        assert message in line and str(tmp_path / name) in line, line
+        assert not out.exists()

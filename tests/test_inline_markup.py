@@ -97,3 +97,57 @@ def test_a_paragraphs_runs_take_the_words_aligned_to_their_own():
     assert RunsParagraph(["Das ist ", "sehr", " gut, ", "danke", "."]).render(
         iter([("That is very good, thanks.", "0-0 1-1 2-2 3-3 4-4")])) == \
         [(0, "That is "), (1, "very "), (2, "good, "), (3, "thanks"), (4, ".")]
+
+
+# ---------------------------------------------------------------- Markdown and OpenDocument's XML, the same way
+
+
+def identity(sentence: str) -> str:
+    return " ".join(f"{i}-{i}" for i in range(len(sentence.split())))
+
+
+def test_markdown_keeps_its_syntax_and_translates_paragraphs_headings_and_cells():
+    from mt.documents.markdown import MarkdownDocument
+
+    document = ("# Ein *Titel* ##\n\nUnterstrichen\n=============\n\n"
+                "> Das ist **sehr `x`** gut und [hier](https://de.example.org/Übersicht \"T\") mit ![Bild](b.png).\n"
+                "> Zweite Zeile\\\n> dritte.\n\n- Punkt <kbd>eins</kbd>\n  weiter\n  1. Unterpunkt <https://a.b>\n\n"
+                "```sh\napt-get install mt\n```\n\n[ref]: https://example.org\n\n| A | B |\n|---|:-:|\n| x *y* | z |\n")
+    doc = MarkdownDocument(document)
+    assert doc.sentences == ["Ein Titel", "Unterstrichen", "Das ist sehr x gut und hier mit .", "Zweite Zeile",
+                             "dritte.", "Punkt eins weiter", "Unterpunkt", "A", "B", "x y", "z"]
+    out = doc.render([(s.upper(), identity(s)) for s in doc.sentences])
+    assert out == ("# EIN *TITEL* ##\n\nUNTERSTRICHEN\n=============\n\n"
+                   "> DAS IST **SEHR `x`** GUT UND [HIER](https://de.example.org/Übersicht \"T\") MIT ![Bild](b.png)."
+                   " ZWEITE ZEILE\\\nDRITTE.\n\n- PUNKT <kbd>EINS</kbd> WEITER\n  1. UNTERPUNKT <https://a.b>\n\n"
+                   "```sh\napt-get install mt\n```\n\n[ref]: https://example.org\n\n| A | B |\n|---|:-:|\n"
+                   "| X *Y* | Z |\n")
+
+
+def test_markdown_escapes_what_the_translation_would_turn_into_markup():
+    from mt.documents.markdown import MarkdownDocument
+
+    doc = MarkdownDocument("Ein Stern.\n\n| a |\n|---|\n| b |\n")
+    out = doc.render([("A *star* [1].", "0-0 1-1"), ("a|b", "0-0"), ("c", "0-0")])
+    assert out == "A \\*star\\* \\[1\\].\n\n| a\\|b |\n|---|\n| c |\n"
+
+
+def test_opendocument_spans_links_and_spaces_are_inline_fields_and_notes_kept():
+    from mt.documents.inline_markup import HtmlDocument
+    from mt.documents.opendocument import ODF
+
+    body = ('<office:automatic-styles><number:text>.</number:text></office:automatic-styles><office:text>'
+            '<text:p text:style-name="P1">Das ist <text:span text:style-name="T1">sehr</text:span> gut,'
+            '<text:s text:c="2"/>Seite <text:page-number>3</text:page-number>.</text:p>'
+            '<text:p>Links<text:tab/>rechts<text:line-break/>unten'
+            '<text:note text:id="n1"><text:note-citation>1</text:note-citation><text:note-body>'
+            '<text:p>Fußnote.</text:p></text:note-body></text:note></text:p></office:text>')
+    doc = HtmlDocument(body, ODF)
+    assert doc.sentences == ["Das ist sehr gut, Seite .", "Links", "rechts", "unten", "Fußnote."]
+    out = doc.render([(s.upper(), identity(s)) for s in doc.sentences])
+    assert out == ('<office:automatic-styles><number:text>.</number:text></office:automatic-styles><office:text>'
+                   '<text:p text:style-name="P1">DAS IST <text:span text:style-name="T1">SEHR</text:span> GUT, '
+                   '<text:s text:c="2"/>SEITE <text:page-number>3</text:page-number>.</text:p>'
+                   '<text:p>LINKS<text:tab/>RECHTS<text:line-break/>UNTEN'
+                   '<text:note text:id="n1"><text:note-citation>1</text:note-citation><text:note-body>'
+                   '<text:p>FUSSNOTE.</text:p></text:note-body></text:note></text:p></office:text>')

@@ -6,14 +6,20 @@ from pathlib import Path
 
 from mt.documents.epub import EpubDocument
 from mt.documents.inline_markup import HtmlDocument
+from mt.documents.markdown import MarkdownDocument
 from mt.documents.office import DocxDocument, PptxDocument
+from mt.documents.opendocument import OdpDocument, OdtDocument
 from mt.documents.subtitles import SrtDocument, VttDocument
 from mt.documents.text import TextDocument
 from mt.errors import MtError
 
-EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
-              ".pptx": "pptx", ".epub": "epub"}
-FORMATS = ("text", "html", "srt", "vtt", "docx", "pptx", "epub")
+EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
+              ".srt": "srt", ".vtt": "vtt", ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".odp": "odp",
+              ".epub": "epub"}
+FORMATS = ("text", "html", "markdown", "srt", "vtt", "docx", "pptx", "odt", "odp", "epub")
+ARCHIVES = {"docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument, "odp": OdpDocument, "epub": EpubDocument,
+            "srt": SrtDocument, "vtt": VttDocument}  # formats read from bytes
+TEXTS = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # formats read from UTF-8 text
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 
 
@@ -21,18 +27,14 @@ def read_document(data: bytes, fmt: str, name: Path):
     """The document in `data`: `.sentences` to translate, `.render(translations)` its translated bytes."""
     if len(data) > MAX_BYTES:
         raise MtError(f"{name}: {len(data) / 2**20:.0f} MiB, more than a document's {MAX_BYTES >> 20} MiB")
-    if fmt in ("docx", "pptx"):
-        return (DocxDocument if fmt == "docx" else PptxDocument)(data, name)
-    if fmt == "epub":
-        return EpubDocument(data, name)
-    if fmt in ("srt", "vtt"):
-        return (SrtDocument if fmt == "srt" else VttDocument)(data, name)
+    if fmt in ARCHIVES:
+        return ARCHIVES[fmt](data, name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise MtError(f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); is it a "
                       f"{fmt} file?") from None
-    return _Encoded(HtmlDocument(text) if fmt == "html" else TextDocument(text))
+    return _Encoded(TEXTS[fmt](text))
 
 
 class _Encoded:

@@ -37,6 +37,30 @@ WORD = re.compile(r"\S+")
 TRAILING = ".,;:!?)\"'»“”"  # punctuation a target word carries that an element's own text may not
 
 
+@dataclass(frozen=True)
+class Markup:
+    """Which tags of a tag language (HTML, an OpenDocument's XML) end a unit, are void, keep their contents as
+    sent, or are hidden: an element kept whole as one void tag, its text not part of the sentence."""
+    blocks: frozenset[str] = frozenset(BLOCK)
+    breaks: frozenset[str] = frozenset(BREAKS)
+    void: frozenset[str] = frozenset(VOID)
+    kept: frozenset[str] = frozenset(KEPT)
+    hidden: frozenset[str] = frozenset()
+    spaces: frozenset[str] = frozenset()  # void tags that also stand for a space between words (ODF's text:s)
+    inline: frozenset[str] | None = None  # if given, the only inline tags: every other tag is a block
+
+    def ends_unit(self, name: str) -> bool:
+        if self.inline is not None and name not in self.inline | self.void | self.kept | self.hidden:
+            return True
+        return name in self.blocks or name in self.breaks
+
+    def keeps(self, event: Event) -> bool:
+        return event.name in self.kept or any(k == "translate" and (v or "").lower() == "no" for k, v in event.attrs)
+
+
+HTML = Markup()
+
+
 @dataclass
 class Element:
     """An inline element inside one sentence: its source span (offsets in the sentence), its tags as sent, the
@@ -70,8 +94,8 @@ class HtmlDocument:
     """`sentences` to translate; `render` puts the document back together from their translations (text and
     Moses-format word alignment each)."""
 
-    def __init__(self, document: str):
-        self.parts = _units(html_events(document))
+    def __init__(self, document: str, markup: Markup = HTML):
+        self.parts = _units(html_events(document), markup)
         self.sentences = [text for part in self.parts if isinstance(part, Unit)
                           for text, _, _ in sentence_spans(part.text)]
 
@@ -80,7 +104,7 @@ class HtmlDocument:
         return "".join(part if isinstance(part, str) else render_unit(part, given) for part in self.parts)
 
 
-def _units(events: list[Event]) -> list[str | Unit]:
+def _units(events: list[Event], markup: Markup) -> list[str | Unit]:
     """Markup kept as sent (str) and units, in document order."""
     parts: list[str | Unit] = []
     unit, at = Unit(), 0
@@ -88,12 +112,17 @@ def _units(events: list[Event]) -> list[str | Unit]:
         event = events[at]
         if event.kind == "text":
             unit.text += html.unescape(event.raw)
-        elif event.name in BLOCK or event.name in BREAKS:
-            end = _kept_end(events, at) if event.role == "open" and _keeps(event) else at + 1
+        elif event.kind == "markup" and event.role == "open" and event.name in markup.hidden:
+            end = _kept_end(events, at)
+            unit.tags.append(Tag(len(unit.text), "".join(e.raw for e in events[at:end]), "void", event.name))
+            at = end
+            continue
+        elif event.kind == "markup" and event.name and markup.ends_unit(event.name):
+            end = _kept_end(events, at) if event.role == "open" and markup.keeps(event) else at + 1
             parts += [unit, "".join(e.raw for e in events[at:end])]
             unit, at = Unit(), end
             continue
-        elif event.role == "open" and event.name not in VOID and _keeps(event):
+        elif event.role == "open" and event.name not in markup.void and markup.keeps(event):
             end = _kept_end(events, at)
             inner = events[at + 1:end - 1] if end - 1 > at and events[end - 1].role == "close" else events[at + 1:end]
             unit.tags.append(Tag(len(unit.text), event.raw, "open", event.name, "".join(e.raw for e in inner)))
@@ -103,15 +132,12 @@ def _units(events: list[Event]) -> list[str | Unit]:
             at = end
             continue
         else:
-            role = "void" if event.name in VOID else event.role
+            role = "void" if event.name in markup.void else event.role
             unit.tags.append(Tag(len(unit.text), event.raw, role, event.name))
+            unit.text += " " if event.name in markup.spaces else ""
         at += 1
     parts.append(unit)
     return [p for p in parts if p != Unit() and p != ""]
-
-
-def _keeps(event: Event) -> bool:
-    return event.name in KEPT or any(k == "translate" and (v or "").lower() == "no" for k, v in event.attrs)
 
 
 def _kept_end(events: list[Event], at: int) -> int:

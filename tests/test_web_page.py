@@ -1,5 +1,6 @@
 """The web page at `/` of a real `mt serve` process, driven in Debian's headless chromium through selenium and
-chromedriver: it types a sentence, reads the translation from the page and hovers an output word."""
+chromedriver: it types a sentence, reads the translation from the page and hovers an output word; its file tab
+uploads a document and links the translated one."""
 
 from __future__ import annotations
 
@@ -145,3 +146,39 @@ def test_page_glossary_and_server_errors(served, browser):
     browser.find_element(By.ID, "translate-button").click()
     error = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "error").text)
     assert "exceed the text limit" in error
+
+
+def test_page_file_tab_uploads_a_document_and_links_the_translation(served, browser, tmp_path):
+    import httpx
+
+    url, checkpoint = served
+    sentence = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[2]
+    document = tmp_path / "Seite.html"
+    document.write_text(f"<h1>Titel</h1><p><b>{sentence}</b></p>", encoding="utf-8")
+    run_mt("translate", "-c", checkpoint, "--device", "cpu", "-i", document, "-o", tmp_path / "offline.html")
+
+    browser.get(url + "/")
+    WebDriverWait(browser, 30).until(ec.element_to_be_clickable((By.ID, "translate-button")))
+    browser.find_element(By.ID, "file-tab").click()
+    assert browser.find_element(By.ID, "file-tab").get_attribute("aria-selected") == "true"
+    assert not browser.find_element(By.ID, "source-text").is_displayed()
+    WebDriverWait(browser, 10).until(lambda d: ".docx" in d.find_element(By.ID, "source-file").get_attribute("accept"))
+    assert browser.find_element(By.ID, "translate-button").text == "Translate file"
+    browser.find_element(By.ID, "translate-button").click()  # no file chosen yet
+    assert WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "error").text) == \
+        "Choose a file to translate."
+
+    browser.find_element(By.ID, "source-file").send_keys(str(document))
+    browser.find_element(By.ID, "translate-button").click()
+    link = WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "download-link"))[0]
+    assert link.get_attribute("download") == "Seite.html" and browser.find_element(By.ID, "error").text == ""
+    download = httpx.get(link.get_attribute("href"), timeout=60)
+    assert download.status_code == 200
+    assert download.content == (tmp_path / "offline.html").read_bytes()
+
+    (tmp_path / "notes.pdf").write_bytes(b"%PDF-1.4")
+    browser.find_element(By.ID, "source-file").send_keys(str(tmp_path / "notes.pdf"))
+    browser.find_element(By.ID, "translate-button").click()
+    error = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "error").text)
+    assert "notes.pdf: mt translates .docx" in error
+    assert not browser.find_elements(By.ID, "download-link")

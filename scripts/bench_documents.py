@@ -13,7 +13,9 @@ issue asks for, automatic where the token is copied). BLEU is of the output with
 references, beside `mt translate`-style plain text of the same lines (format text) from the same server.
 
     .venv/bin/python scripts/bench_documents.py [--model runs/demo/checkpoint_best.pt] [--lines 883]
-        [--paragraphs 20] [--servers mt,fragments,mt-export,libretranslate] [--formats html,docx,pptx,epub,srt]
+        [--paragraphs 20] [--servers mt,fragments,mt-export,libretranslate]
+        [--formats html,markdown,docx,pptx,odt,odp,epub,srt]
+LibreTranslate is sent the formats it reads (not Markdown).
 """
 
 import argparse
@@ -254,7 +256,8 @@ def main() -> None:
             start = time.perf_counter()
             rows.append(score("LibreTranslate 1.9.6, format html", by_documents(url, docs), items,
                               time.perf_counter() - start, len(docs)))
-            file_rows += [by_files("LibreTranslate 1.9.6", url, fmt, items, args.paragraphs) for fmt in formats]
+            file_rows += [by_files("LibreTranslate 1.9.6", url, fmt, items, args.paragraphs) for fmt in formats
+                          if fmt in document_files.LIBRETRANSLATE]
         finally:
             proc.stop()
     print(f"{len(items)} paragraphs with a copied token, from the first {args.lines} dev lines, in {len(docs)} "

@@ -7,8 +7,12 @@ import io
 import re
 import zipfile
 
-FORMATS = ("html", "docx", "pptx", "epub", "srt")
-EXTENSION = {"html": ".html", "docx": ".docx", "pptx": ".pptx", "epub": ".epub", "srt": ".srt"}
+FORMATS = ("html", "markdown", "docx", "pptx", "odt", "odp", "epub", "srt")
+EXTENSION = {"html": ".html", "markdown": ".md", "docx": ".docx", "pptx": ".pptx", "odt": ".odt", "odp": ".odp",
+             "epub": ".epub", "srt": ".srt"}
+LIBRETRANSLATE = ("html", "docx", "pptx", "odt", "odp", "epub", "srt")  # LibreTranslate 1.9's file formats among them
+ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>])")
 
 
 def _html(paragraphs) -> str:
@@ -17,6 +21,10 @@ def _html(paragraphs) -> str:
 
 
 def build(fmt: str, paragraphs) -> bytes:
+    if fmt in ("odt", "odp"):
+        return _opendocument(fmt, paragraphs)
+    if fmt == "markdown":
+        return "".join(f"{_md(b)}**{_md(t)}**{_md(a)}\n\n" for b, t, a in paragraphs).encode()
     if fmt == "html":
         return f"<html><body>\n{_html(paragraphs)}</body></html>\n".encode()
     if fmt == "srt":
@@ -66,8 +74,69 @@ def build(fmt: str, paragraphs) -> bytes:
     return out.getvalue()
 
 
+def _md(text: str) -> str:
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _opendocument(fmt: str, paragraphs) -> bytes:
+    from odf.draw import Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation, OpenDocumentText
+    from odf.style import MasterPage, PageLayout, Style, TextProperties
+    from odf.text import P, Span
+
+    doc = OpenDocumentText() if fmt == "odt" else OpenDocumentPresentation()
+    bold = Style(name="B", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    texts = []
+    for b, t, a in paragraphs:
+        p = P(text=b)
+        p.addElement(Span(stylename=bold, text=t))
+        p.addText(a)
+        texts.append(p)
+    if fmt == "odt":
+        for p in texts:
+            doc.text.addElement(p)
+    else:
+        layout = PageLayout(name="pm1")
+        doc.automaticstyles.addElement(layout)
+        master = MasterPage(name="M", pagelayoutname=layout)
+        doc.masterstyles.addElement(master)
+        for i in range(0, len(texts), 10):
+            page, box = Page(masterpagename=master), TextBox()
+            frame = Frame(width="25cm", height="18cm", x="1cm", y="1cm")
+            for p in texts[i:i + 10]:
+                box.addElement(p)
+            frame.addElement(box)
+            page.addElement(frame)
+            doc.presentation.addElement(page)
+    out = io.BytesIO()
+    doc.save(out)
+    return out.getvalue()
+
+
+def _read_opendocument(data: bytes) -> list[list[tuple[str, bool]]]:
+    """Each paragraph's pieces of text, (text, bold): bold where a span has the style B."""
+    import defusedxml.ElementTree as safe
+
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        root = safe.fromstring(z.read("content.xml"))
+    style = f"{{{ODF_TEXT}}}style-name"
+    paragraphs = []
+    for p in root.iter(f"{{{ODF_TEXT}}}p"):
+        pieces = [(p.text or "", False)]
+        for child in p:
+            pieces += [("".join(child.itertext()), child.get(style) == "B"), (child.tail or "", False)]
+        paragraphs.append(pieces)
+    return paragraphs
+
+
 def read(fmt: str, data: bytes, tokens: list[str]) -> tuple[list[str], int]:
     """(each paragraph's text, how many paragraphs have their token, alone, in bold)."""
+    if fmt == "markdown":
+        units = [u for u in data.decode("utf-8").split("\n\n") if u.strip()]
+        placed = sum(f"**{_md(t)}**" in u for u, t in zip(units, tokens))
+        return [re.sub(r"\\(.)", r"\1", u.replace("**", "")) for u in units], placed
     if fmt in ("html", "epub", "srt"):
         text = _page(data) if fmt == "epub" else data.decode("utf-8")
         if fmt == "srt":
@@ -79,7 +148,9 @@ def read(fmt: str, data: bytes, tokens: list[str]) -> tuple[list[str], int]:
         placed = sum(f"<b>{html.escape(t, quote=False)}</b>" in u for u, t in zip(units, tokens))
         return [html.unescape(re.sub(r"<[^>]+>", "", u)) for u in units], placed
     runs = []
-    if fmt == "docx":
+    if fmt in ("odt", "odp"):
+        runs = _read_opendocument(data)
+    elif fmt == "docx":
         import docx
 
         runs = [[(r.text, bool(r.bold)) for r in p.runs] for p in docx.Document(io.BytesIO(data)).paragraphs]

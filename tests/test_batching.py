@@ -188,3 +188,15 @@ def test_a_prefetcher_moved_to_a_saved_position_continues_from_there():
     finally:
         resumed.close()
     BatchPrefetcher(BatchSchedule(corpus, plan, seed=2), torch.device("cpu")).close()  # never started: no hang
+
+
+def test_pairs_longer_than_the_models_positions_are_left_out_of_training():
+    corpus = _corpus(n=60)
+    costs = corpus.costs().tolist()
+    plan = training_batches(corpus, 64, max_positions=12)
+    kept = sorted(i for batch in plan for i in batch)
+    assert kept == [i for i, cost in enumerate(costs) if cost <= 12] and len(kept) < len(costs)
+    assert all(collate(corpus, batch).src.size(1) <= 12 and collate(corpus, batch).tgt_in.size(1) <= 12
+               for batch in plan)
+    with pytest.raises(Exception, match=r"every training pair is longer than model.max_positions \(1\)"):
+        training_batches(corpus, 64, max_positions=1)

@@ -69,10 +69,18 @@ def token_batches(lengths, batch_tokens: int) -> BatchPlan:
     return BatchPlan(order.astype(small), np.array(bounds, dtype=np.int64))
 
 
-def training_batches(corpus: Corpus, batch_tokens: int) -> BatchPlan:
+def training_batches(corpus: Corpus, batch_tokens: int, max_positions: int | None = None) -> BatchPlan:
     """Token-bucketed batches; the cost of a pair is its longer side including BOS/EOS (fairseq's max_tokens).
-    Rounding lengths up to `data.pad_to_multiple` widens the tensors, not the batch: the same pairs either way."""
-    return token_batches(corpus.costs().numpy(), batch_tokens)
+    Rounding lengths up to `data.pad_to_multiple` widens the tensors, not the batch: the same pairs either way.
+    Pairs that cost more than `max_positions` (data.max_len at or above the model's positions) are left out."""
+    costs = corpus.costs().numpy()
+    if max_positions is None:
+        return token_batches(costs, batch_tokens)
+    fits = np.flatnonzero(costs <= max_positions)
+    if len(fits) == 0:
+        raise DataError(f"every training pair is longer than model.max_positions ({max_positions}) with BOS/EOS")
+    plan = token_batches(costs[fits], batch_tokens)
+    return BatchPlan(fits[plan.order].astype(plan.order.dtype), plan.bounds)
 
 
 def padding_fraction(corpus: Corpus, plan: BatchPlan, pad_to_multiple: int = 1) -> float:

@@ -64,11 +64,12 @@ def corpus_weights(corpora: list[TrainingCorpus], sizes: list[int], temperature:
     return [1.0 if c.weight is None else c.weight for c in corpora]
 
 
-def training_schedule(parts: list[Corpus], batch_tokens: int, weights: list[float], seed: int, rank: int,
-                      world: int, pad_to_multiple: int) -> BatchSchedule | MixedSchedule:
-    """The batch schedule of a run: one corpus' BatchSchedule, or a MixedSchedule over several."""
-    schedules = [BatchSchedule(part, training_batches(part, batch_tokens), seed + k, rank, world, pad_to_multiple)
-                 for k, part in enumerate(parts)]
+def training_schedule(parts: list[Corpus], batch_tokens: int, weights: list[float], seed: int, rank: int, world: int,
+                      pad_to_multiple: int, max_positions: int | None = None) -> BatchSchedule | MixedSchedule:
+    """The batch schedule of a run: one corpus' BatchSchedule, or a MixedSchedule over several; pairs longer than
+    the model's positions are left out."""
+    schedules = [BatchSchedule(part, training_batches(part, batch_tokens, max_positions), seed + k, rank, world,
+                               pad_to_multiple) for k, part in enumerate(parts)]
     # One corpus gets seed + 0: exactly the schedule of a run with train_src/train_tgt.
     return schedules[0] if len(schedules) == 1 else MixedSchedule(schedules, weights, seed)
 

@@ -87,7 +87,7 @@ def _bench(cfg: Config, rt: Runtime, steps: int, warmup: int, blocks: int, log) 
     vocab = len(data.tgt_tokenizer)
     tc = cfg.train
     pad = batch_padding(cfg.data.pad_to_multiple, rt.device, tc.compile)
-    plan = training_batches(data.train, tc.batch_tokens)
+    plan = training_batches(data.train, tc.batch_tokens, cfg.model.max_positions)
     total = (warmup + steps) * tc.accum_steps
     ours = _Side("mt", cfg, rt, _mt_step(cfg, rt, vocab, BatchSchedule(data.train, plan, tc.seed, 0, 1, pad)))
     reference_schedule = BatchSchedule(data.train, plan, tc.seed, 0, 1, pad)

@@ -141,7 +141,7 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
     pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
     weights = corpus_weights(training_corpora(cfg.data), [len(p) for p in data.train_parts], cfg.data.temperature)
     schedule = training_schedule(data.train_parts, cfg.train.batch_tokens, weights, cfg.train.seed, rt.rank,
-                                 rt.world, pad)
+                                 rt.world, pad, cfg.model.max_positions)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
     window = Window(rt.device, MachinePeak(rt.device, rt.autocast_dtype or torch.float32))
     run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), window, say)

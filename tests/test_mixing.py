@@ -129,3 +129,24 @@ def test_a_fine_tuning_tag_must_be_in_the_checkpoints_vocabulary(trained_tiny, t
     assert "data.train[1].tag '<BT>' is not a piece of the tokenizer" in one_error_line(proc)
 
 
+
+
+def test_a_multilingual_runs_batches_mix_its_corpora_in_their_temperature_shares_and_resume_exactly():
+    from mt.data.mixing import PooledSchedule
+
+    big, small = _parts()
+    whole = encode_corpus(*[[c.pair(i)[side].tolist() for c in (big, small) for i in range(len(c))]
+                            for side in (0, 1)], _Identity(), _Identity(), None)[0]
+    schedule = PooledSchedule(whole, [300, 40], [0.5, 0.5], 64, seed=3)
+    first_epoch = [schedule.next_batch() for _ in range(len(schedule.plan))]
+    from_small = sum(int((b.src[:, 0] >= 100).sum()) for b in first_epoch)
+    assert from_small == 170  # half of the epoch's 340 pairs: the 40 small-corpus pairs four times, then 10 more
+    assert any(bool((b.src[:, 0] >= 100).any() and (b.src[:, 0] < 100).any()) for b in first_epoch)  # mixed
+    second = [schedule.next_batch() for _ in range(5)]
+    assert schedule.state()["epoch"] == 2
+    resumed = PooledSchedule(whole, [300, 40], [0.5, 0.5], 64, seed=3)
+    resumed.load_state({"epoch": 2, "position": 0})
+    for batch in second:
+        assert torch.equal(resumed.next_batch().src, batch.src)
+    with pytest.raises(Exception, match="batches drawn per corpus"):
+        resumed.load_state({"drawn": [1, 1], "corpora": []})

@@ -116,7 +116,8 @@ def test_each_direction_translates_into_its_own_language(checkpoint, run, dev_en
 def test_training_balances_the_vocabulary_samples_the_corpora_by_temperature_and_scores_each_direction(run):
     log = (run / "train.log").read_text(encoding="utf-8")
     assert "1500 lines of each of de, en, fr" in log  # as many as French, the language with fewest
-    shares = [float(x) for x in re.findall(r"weight [\d.]+ = ([\d.]+)% of the batches", log)]
+    shares = [float(x) for x in re.findall(r"([\d.]+)% of each epoch's pairs \([\d.]+ times its own\), in batches "
+                                           r"that mix the corpora", log)]
     assert shares == pytest.approx([100 * w for w in temperature_weights([3000, 1500, 3000], 5.0)], abs=0.1)
     dev = read_metrics(run / "run", "dev")[-1]
     each = [dev[f"bleu_{d}"] for d in ("en-de", "en-fr", "de-en")]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -35,7 +36,8 @@ from mt.errors import CheckpointError, MtError
 from mt.training.evaluation import StopRequested, evaluate
 from mt.training.flops import MachinePeak
 from mt.folder_lock import folder_lock
-from mt.data.mixing import MixedSchedule, batch_shares, corpus_weights, training_schedule
+from mt.data.mixing import (MixedSchedule, PooledSchedule, batch_shares, corpus_weights, pools_directions,
+                            training_schedule)
 from mt.model.transformer import build_model, count_parameters
 from mt.data.prepare import PreparedData, load_prepared, prepare_data
 from mt.training.recipe import noam_lr
@@ -139,9 +141,14 @@ def _start_run(cfg: Config, rt: Runtime, restart: bool) -> TrainingRun:
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer), cfg.tokenizer.joint)
     learner = make_learner(model.to(rt.device), cfg.train, rt)
     pad = batch_padding(cfg.data.pad_to_multiple, rt.device, cfg.train.compile)
-    weights = corpus_weights(training_corpora(cfg.data), [len(p) for p in data.train_parts], cfg.data.temperature)
-    schedule = training_schedule(data.train_parts, cfg.train.batch_tokens, weights, cfg.train.seed, rt.rank,
-                                 rt.world, pad, cfg.model.max_positions)
+    corpora, sizes = training_corpora(cfg.data), [len(p) for p in data.train_parts]
+    weights = corpus_weights(corpora, sizes, cfg.data.temperature)
+    if len(sizes) > 1 and pools_directions(corpora):
+        schedule = PooledSchedule(data.train, sizes, weights, cfg.train.batch_tokens, cfg.train.seed, rt.rank, rt.world,
+                                  pad, cfg.model.max_positions)
+    else:
+        schedule = training_schedule(data.train_parts, cfg.train.batch_tokens, weights, cfg.train.seed, rt.rank,
+                                     rt.world, pad, cfg.model.max_positions)
     torch.manual_seed(cfg.train.seed + rt.rank)  # dropout differs per rank
     window = Window(rt.device, MachinePeak(rt.device, rt.autocast_dtype or torch.float32))
     run = TrainingRun(cfg, rt, data, learner, BatchPrefetcher(schedule, rt.device), TrainState(), window, say)
@@ -185,9 +192,14 @@ def _corpus_schedules(run: TrainingRun) -> list[BatchSchedule]:
 def _describe_corpora(run: TrainingRun) -> list[str]:
     """With several corpora, a line for each: its pairs, batches and share of the batches (its weight)."""
     schedule = run.prefetcher.schedule
+    corpora = training_corpora(run.cfg.data)
+    if isinstance(schedule, PooledSchedule):
+        sizes = np.diff(schedule.bounds).tolist()
+        return [f"corpus {k + 1} of {len(corpora)}: {c.name}{_languages(c)}: {n:,} pairs, {share:.1%} of each "
+                f"epoch's pairs ({share * sum(sizes) / n:.2f} times its own), in batches that mix the corpora"
+                for k, (c, n, share) in enumerate(zip(corpora, sizes, schedule.shares))]
     if not isinstance(schedule, MixedSchedule):
         return []
-    corpora = training_corpora(run.cfg.data)
     weights = corpus_weights(corpora, [len(s.corpus) for s in schedule.schedules], run.cfg.data.temperature)
     return [f"corpus {k + 1} of {len(corpora)}: {c.name}{_languages(c)}: {len(part.corpus):,} pairs, {len(part.plan)} "
             f"batches per epoch, weight {w:.3g} = {share:.1%} of the batches{f', tag {c.tag}' if c.tag else ''}"

@@ -177,3 +177,24 @@ def test_made_up_words_fill_the_vocabulary(m2m100):
     vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
     assert pieces[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and pieces[len(vocab):len(vocab) + 3] == \
         ["__en__", "__de__", "madeupword0000"] and len(pieces) == 420
+
+
+@pytest.mark.parametrize("source, target", [("de", "en"), ("en", "de")])
+def test_beam_outputs_equal_transformers_generate(source, target, tmp_path):
+    model = make_m2m100(tmp_path / "hf")
+    with torch.no_grad():
+        model.model.shared.weight[2] *= 14  # </s> likelier: searches that end before the length limit
+    model.save_pretrained(tmp_path / "hf")
+    run_mt("import", tmp_path / "hf", "-o", tmp_path / "model.pt")
+    tokenizer, checkpoint = M2M100Tokenizer.from_pretrained(tmp_path / "hf"), tmp_path / "model.pt"
+    tokenizer.src_lang = source
+    batch = tokenizer(SOURCES[source], return_tensors="pt", padding=True)
+    found = model.generate(**batch, forced_bos_token_id=tokenizer.get_lang_id(target), num_beams=4, do_sample=False,
+                           max_new_tokens=20, length_penalty=0.0, early_stopping=True)
+    expected = tokenizer.batch_decode(found[:, 2:], skip_special_tokens=True)
+    ended = [tokenizer.eos_token_id in row[2:] for row in found.tolist()]
+    ours = translate(checkpoint, SOURCES[source], "--source-lang", source, "--target-lang", target, "--beam-size", "4",
+                     "--alpha", "0", "--max-len-a", "0", "--max-len-b", "20")
+    # A search that reaches the length limit ends differently in each (mt adds EOS there): the others are compared.
+    assert sum(ended) >= 5
+    assert [a for a, done in zip(ours, ended) if done] == [b for b, done in zip(expected, ended) if done]

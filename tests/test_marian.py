@@ -45,11 +45,12 @@ def spm_models() -> dict[str, bytes]:
 
 
 def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int = 0,
-                encoder_layers: int = 2, decoder_layers: int = 2) -> MarianMTModel:
-    """A Marian directory as Hugging Face saves one: vocab.json is </s>, <unk>, the pieces of both
-    sentencepiece models, then <pad> (as Hugging Face's converter appends it); random weights, an output bias
-    that ends sentences after some ten pieces."""
-    pieces = ["</s>", "<unk>"]
+                encoder_layers: int = 2, decoder_layers: int = 2, tags: tuple[str, ...] = (),
+                source_lang: str | None = None) -> MarianMTModel:
+    """A Marian directory as Hugging Face saves one: vocab.json is </s>, <unk>, the target-language `tags`
+    (>>fra<<: a multi-target model), the pieces of both sentencepiece models, then <pad> (as Hugging Face's
+    converter appends it); random weights, an output bias that ends sentences after some ten pieces."""
+    pieces = ["</s>", "<unk>", *tags]
     for proto in (source, target):
         sp = spm.SentencePieceProcessor(model_proto=proto)
         pieces += [p for p in (sp.id_to_piece(i) for i in range(len(sp)))
@@ -79,8 +80,8 @@ def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int
     (folder / "source.spm").write_bytes(source)
     (folder / "target.spm").write_bytes(target)
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json")) \
-        .save_pretrained(folder)
+    MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
+                    **({"source_lang": source_lang} if source_lang else {})).save_pretrained(folder)
     return model
 
 
@@ -289,3 +290,29 @@ def test_an_imported_model_fine_tunes_on_the_shipped_corpus_and_resumes_exactly(
     assert dev[-1] < dev[0]
     a, b = (load_checkpoint(tmp_path / run / "checkpoint_last.pt")["model"] for run in ("through", "resumed"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_multi_target_model_imports_a_direction_per_language_piece_decoded_as_transformers(spm_models, tmp_path):
+    hf_model = make_marian(tmp_path / "hf", spm_models["both"], spm_models["both"], "swish",
+                           tags=(">>fra<<", ">>spa<<", ">>ROMANCE<<"), source_lang="de")
+    with torch.no_grad():  # a few pieces before the end, as few_words_model: outputs that can differ
+        hf_model.final_logits_bias[0, 0] -= 1.5
+    hf_model.save_pretrained(tmp_path / "hf")
+    lines = []
+    run_mt("import", tmp_path / "hf", "-o", tmp_path / "model.pt")
+    assert "directions: de:fra, de:spa; a >>xx<< token" in run_mt("info", tmp_path / "model.pt").stdout
+    hf_tok = MarianTokenizer.from_pretrained(tmp_path / "hf")
+    _, _, tgt_tok = _mt_model(tmp_path / "model.pt")
+    for code in ("fra", "spa"):
+        batch = hf_tok([f">>{code}<< {line}" for line in LINES], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            out = hf_model.generate(**batch, num_beams=1, do_sample=False, max_new_tokens=MAX_LEN + 1,
+                                    bad_words_ids=[[hf_tok.pad_token_id]])
+        theirs = [_hf_ids_as_text(row[1:], hf_tok, tgt_tok) for row in out.tolist()]
+        ours = run_mt("translate", "-c", tmp_path / "model.pt", "--target-lang", code, "--beam-size", "1",
+                      "--max-len-a", "0", "--max-len-b", MAX_LEN, input="\n".join(LINES) + "\n").stdout.splitlines()
+        assert ours == theirs
+        lines.append(ours)
+    assert lines[0] != lines[1]  # the piece changes the translation
+    refused = run_mt("translate", "-c", tmp_path / "model.pt", input="Hallo.\n", check=False)
+    assert refused.returncode != 0 and "de:fra, de:spa" in refused.stderr

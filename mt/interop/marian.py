@@ -8,6 +8,11 @@ output projection (model.output_bias), a decoder that starts from PAD's all-zero
 one vocabulary file in front of two sentencepiece models (tokenizer.vocab_file). What mt cannot represent is a
 one-line error naming the field and its value.
 
+A multi-target model (OPUS-MT's en-ROMANCE, ...) has a `>>xx<<` piece per target language in vocab.json: each
+becomes a direction of the checkpoint (languages.token target, as mt trains them), from tokenizer_config.json's
+`source_lang` when it names one language, else from `mul` (ISO 639's "multiple languages", OPUS-MT's name for a
+multi-source side), so that `mt translate --target-lang fra` puts `>>fra<<` before each source.
+
 Marian's ids are renumbered to mt's fixed ones (mt.symbols): PAD, UNK, one ordinary piece at BOS, EOS, then
 the rest in Marian's order; the rows of the shared embedding and of the output bias move with them.
 """
@@ -20,7 +25,7 @@ from pathlib import Path
 import torch
 
 from mt.checkpoint import ModelPart, checkpoint_dict, load_tensors, save_checkpoint
-from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig, config_to_dict
+from mt.config import LANGUAGE_CODE, Config, DecodeConfig, LanguagesConfig, ModelConfig, TokenizerConfig, config_to_dict
 from mt.errors import MtError
 from mt.files import read_json_object
 from mt.model.transformer import build_model, sinusoidal_positions
@@ -77,11 +82,25 @@ def import_marian(directory: str | Path, output: str | Path, log=print) -> Confi
     model.load_state_dict(state)  # every tensor accounted for, in its shape
     cfg = Config(tokenizer=TokenizerConfig(type=sentencepiece_type(src_tok), vocab_size=len(vocabulary), joint=True,
                                            vocab_file="vocab.json"),
-                 model=cfg_model, decode=DecodeConfig(beam_size=int(hf.get("num_beams") or DecodeConfig.beam_size)))
+                 model=cfg_model, decode=DecodeConfig(beam_size=int(hf.get("num_beams") or DecodeConfig.beam_size)),
+                 languages=target_languages(directory, tags, log))
     part = ModelPart(config=config_to_dict(cfg), model=model.state_dict(), step=0,
                      src_tokenizer=src_tok.to_tensor(), tgt_tokenizer=tgt_tok.to_tensor())
     save_checkpoint(Path(output), checkpoint_dict(part))
     return cfg
+
+
+def target_languages(directory: Path, tags: list[str], log) -> LanguagesConfig:
+    """The directions of a multi-target model: one per `>>xx<<` piece whose xx is a language code."""
+    targets = [tag[2:-2] for tag in tags if LANGUAGE_CODE.match(tag[2:-2])]
+    if not targets:
+        return LanguagesConfig()
+    if len(targets) < len(tags):
+        log(f"import: {len(tags) - len(targets)} >>xx<< pieces are not language codes, and name no direction")
+    settings = directory / "tokenizer_config.json"
+    named = read_json_object(settings).get("source_lang") if settings.is_file() else None
+    source = named if isinstance(named, str) and LANGUAGE_CODE.match(named) else "mul"
+    return LanguagesConfig(directions=tuple(f"{source}:{t}" for t in targets), token="target")
 
 
 def model_config(hf: dict, source: Path, positions: str = "concatenated") -> ModelConfig:

@@ -11,8 +11,11 @@ so every rank draws the same corpus for the same update and a resumed run draws 
 The directions of a multilingual run sampled with a temperature (`PooledSchedule`): every batch mixes them, as
 Johnson et al. (2017) shuffle their language pairs together. Each epoch takes each corpus' share of the pairs
 (all of its pairs as many times as the share holds them, then a random part, drawn from the seed and the
-epoch), and buckets them together by length. Batches of one direction each learned far slower: on the shipped
-de-en corpus trained both ways (the demo's model, 600 updates), dev loss 5.75 against 5.05 with mixed batches.
+epoch), shuffles them, and buckets them together by length, so that the pairs of one length, and so each batch,
+mix the corpora. Batches of one direction each learned far slower: on the shipped de-en corpus trained both
+ways (the demo's model, 600 updates), dev loss 5.75 and BLEU 0.65 with a corpus drawn per batch, 5.05 and 1.00
+with the corpora pooled but each length's pairs in corpus order (four batches in five of one direction), 4.20
+and 4.71 with every batch mixed.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class PooledSchedule(BatchSchedule):
             repeats, rest = divmod(round(share * total), stop - start)
             drawn = start + np.sort(rng.choice(stop - start, rest, replace=False))
             pool += [np.tile(np.arange(start, stop), repeats), drawn]
-        pool = np.concatenate(pool)
+        pool = rng.permutation(np.concatenate(pool))  # pairs of one length in random order: batches mix corpora
         if self.max_positions is not None:  # as training_batches: pairs longer than the model's positions left out
             pool = pool[self.costs[pool] <= self.max_positions]
         plan = token_batches(self.costs[pool], self.batch_tokens)

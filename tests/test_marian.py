@@ -58,7 +58,8 @@ def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int
     pieces.append("<pad>")
     vocab, pad = {p: i for i, p in enumerate(pieces)}, len(pieces) - 1
     config = MarianConfig(vocab_size=len(pieces), decoder_vocab_size=len(pieces), d_model=32,
-                          encoder_layers=encoder_layers, decoder_layers=decoder_layers, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                          encoder_layers=encoder_layers, decoder_layers=decoder_layers, encoder_attention_heads=4,
+                          decoder_attention_heads=4, encoder_ffn_dim=64,
                           decoder_ffn_dim=64, activation_function=activation, scale_embedding=True,
                           pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0,
                           max_position_embeddings=256)

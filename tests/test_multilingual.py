@@ -273,3 +273,23 @@ def test_a_model_trained_with_m2m100_tokens_is_told_both_languages(tmp_path):
     assert len(translate(checkpoint, ["river stone"], "--source-lang", "en", "--target-lang", "fr")) == 1
     refused = run_mt("translate", "-c", checkpoint, "--target-lang", "fr", input="x\n", check=False)
     assert "is told the source language; say which with --source-lang" in one_error_line(refused)
+
+
+def test_every_decoding_feature_asks_for_the_direction(checkpoint, dev_english):
+    lines = dev_english[:20]
+    for target in ("de", "fr"):
+        asked = ("--source-lang", "en", "--target-lang", target)
+        greedy = translate(checkpoint, lines, *asked, "--beam-size", "1")
+        assert in_language(greedy, target) >= 0.9
+        nbest = [row.split("\t") for row in translate(checkpoint, lines, *asked, "--nbest", "2")]
+        assert [int(row[0]) for row in nbest] == [i for i in range(len(lines)) for _ in range(2)]
+        assert in_language([row[2] for row in nbest[::2]], target) >= 0.9  # each line's best
+        assert translate(checkpoint, lines, *asked, "--beam-size", "1", "--sampling", "--topk", "1") == greedy
+        assert translate(checkpoint, lines, *asked, "--beam-size", "1", "-c", checkpoint) == greedy  # an ensemble
+        assert in_language(translate(checkpoint, lines, *asked, "--quantize", "int8"), target) >= 0.9
+        first = [line.split()[0] for line in greedy]
+        prefixed = translate(checkpoint, [f"{s}\t{p}" for s, p in zip(lines, first)], *asked, "--prefix")
+        assert all(out.startswith(p) for out, p in zip(prefixed, first)) and in_language(prefixed, target) >= 0.9
+        term = "GARDEN" if target == "fr" else "garden"
+        constrained = translate(checkpoint, [f"{s}\t{term}" for s in lines], *asked, "--constraints")
+        assert all(term in out for out in constrained) and in_language(constrained, target) >= 0.9

@@ -33,6 +33,13 @@ def plain(model, sentences: list[str]) -> list[str]:
     return run_mt("translate", "-c", model, input="\n".join(sentences) + "\n").stdout.splitlines()
 
 
+def translated_text(model, tmp_path, extension: str, document: str) -> str:
+    """`mt translate -i in.EXT -o out.EXT` of a text document: the translated file's text."""
+    (tmp_path / f"in{extension}").write_text(document, encoding="utf-8")
+    run_mt("translate", "-c", model, "-i", tmp_path / f"in{extension}", "-o", tmp_path / f"out{extension}")
+    return (tmp_path / f"out{extension}").read_text(encoding="utf-8")
+
+
 class Tags(HTMLParser):
     """Every tag with its attributes, and the text, of an HTML document."""
 
@@ -59,9 +66,7 @@ def test_html_keeps_every_tag_and_attribute_and_translates_whole_sentences(model
     document = (f"<!DOCTYPE html><html><head><title>{s[0]}</title><style>p {{ x: '<b>' }}</style></head><body>"
                 f"<h1>{s[0]}</h1><p>{nested}</p><p>{s[2]}<br>{s[3]}</p><pre>{s[4]} <i>x</i></pre>"
                 f"<p><code>apt-get install</code> <img src='a.png' alt=\"x\"> {s[5]}</p></body></html>")
-    (tmp_path / "in.html").write_text(document, encoding="utf-8")
-    run_mt("translate", "-c", model, "-i", tmp_path / "in.html", "-o", tmp_path / "out.html")
-    out = (tmp_path / "out.html").read_text(encoding="utf-8")
+    out = translated_text(model, tmp_path, ".html", document)
     assert Tags(out).tags == Tags(document).tags  # the same elements, nested the same, attributes as sent
     for kept in ("<style>p { x: '<b>' }</style>", f"<pre>{s[4]} <i>x</i></pre>", "<code>apt-get install</code>",
                  "<span class='x' data-n=\"1\">", "<b id=b>", "<img src='a.png' alt=\"x\">"):
@@ -102,20 +107,17 @@ def test_docx_keeps_paragraphs_runs_tables_and_headers(model, tmp_path):
 def test_subtitles_keep_numbering_timings_settings_and_voices(model, tmp_path):
     s = SENTENCES
     first, second = s[0].split()[:3], s[0].split()[3:]
-    (tmp_path / "in.srt").write_text(f"7\n00:00:01,000 --> 00:00:04,000\n{' '.join(first)}\n{' '.join(second)}\n\n"
-                                     f"9\n00:01:05,500 --> 00:01:07,250\n<i>{s[1]}</i>\n", encoding="utf-8")
-    run_mt("translate", "-c", model, "-i", tmp_path / "in.srt", "-o", tmp_path / "out.srt")
-    subtitles = list(srt.parse((tmp_path / "out.srt").read_text(encoding="utf-8")))
+    subtitles = list(srt.parse(translated_text(
+        model, tmp_path, ".srt", f"7\n00:00:01,000 --> 00:00:04,000\n{' '.join(first)}\n{' '.join(second)}\n\n"
+                                 f"9\n00:01:05,500 --> 00:01:07,250\n<i>{s[1]}</i>\n")))
     expected = plain(model, s[:2])
     assert [(x.index, str(x.start), str(x.end)) for x in subtitles] == [(7, "0:00:01", "0:00:04"),
                                                                         (9, "0:01:05.500000", "0:01:07.250000")]
     assert " ".join(subtitles[0].content.split()) == " ".join(expected[0].split())
     assert len(subtitles[0].content.split("\n")) == 2 or len(expected[0].split()) < 2
     assert subtitles[1].content == f"<i>{expected[1]}</i>"
-    (tmp_path / "in.vtt").write_text(f"WEBVTT\n\nNOTE kept\n\ncue-1\n00:00:01.000 --> 00:00:04.000 align:start\n"
-                                     f"<v Hans Müller>{s[2]}\n", encoding="utf-8")
-    run_mt("translate", "-c", model, "-i", tmp_path / "in.vtt", "-o", tmp_path / "out.vtt")
-    out = (tmp_path / "out.vtt").read_text(encoding="utf-8")
+    out = translated_text(model, tmp_path, ".vtt", f"WEBVTT\n\nNOTE kept\n\ncue-1\n00:00:01.000 --> 00:00:04.000 "
+                                                    f"align:start\n<v Hans Müller>{s[2]}\n")
     cue = webvtt.from_string(out).captions[0]
     assert "NOTE kept" in out and "align:start" in out and cue.identifier == "cue-1"
     assert cue.raw_text == f"<v Hans Müller>{plain(model, [s[2]])[0]}"
@@ -420,9 +422,7 @@ def test_markdown_keeps_code_links_and_emphasis_markers(model, tmp_path):
     document = (f"# {s[0]}\n\n{words[0]} **{words[1]}** [{words[2]}](https://example.org/a_b \"Titel\") "
                 f"{' '.join(words[3:])}.\n\n- {s[2]}\n- `apt-get install` {s[3]}\n\n```\n{s[4]}\n```\n\n"
                 f"| Spalte |\n|---|\n| {s[5]} |\n")
-    (tmp_path / "in.md").write_text(document, encoding="utf-8")
-    run_mt("translate", "-c", model, "-i", tmp_path / "in.md", "-o", tmp_path / "out.md")
-    out = (tmp_path / "out.md").read_text(encoding="utf-8")
+    out = translated_text(model, tmp_path, ".md", document)
     md = MarkdownIt("commonmark").enable("table")
     blocks = [(t.type, t.tag, t.markup) for t in md.parse(out) if t.type != "inline"]
     assert blocks == [(t.type, t.tag, t.markup) for t in md.parse(document) if t.type != "inline"]

@@ -16,10 +16,10 @@ from mt.errors import MtError
 EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
               ".srt": "srt", ".vtt": "vtt", ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".odp": "odp",
               ".epub": "epub"}
-FORMATS = ("text", "html", "markdown", "srt", "vtt", "docx", "pptx", "odt", "odp", "epub")
-ARCHIVES = {"docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument, "odp": OdpDocument, "epub": EpubDocument,
-            "srt": SrtDocument, "vtt": VttDocument}  # formats read from bytes
-TEXTS = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # formats read from UTF-8 text
+FROM_TEXT = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # read from UTF-8 text
+FROM_BYTES = {"srt": SrtDocument, "vtt": VttDocument, "docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument,
+              "odp": OdpDocument, "epub": EpubDocument}  # read from the file's bytes
+FORMATS = (*FROM_TEXT, *FROM_BYTES)
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 
 
@@ -27,14 +27,14 @@ def read_document(data: bytes, fmt: str, name: Path):
     """The document in `data`: `.sentences` to translate, `.render(translations)` its translated bytes."""
     if len(data) > MAX_BYTES:
         raise MtError(f"{name}: {len(data) / 2**20:.0f} MiB, more than a document's {MAX_BYTES >> 20} MiB")
-    if fmt in ARCHIVES:
-        return ARCHIVES[fmt](data, name)
+    if fmt in FROM_BYTES:
+        return FROM_BYTES[fmt](data, name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise MtError(f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); is it a "
                       f"{fmt} file?") from None
-    return _Encoded(TEXTS[fmt](text))
+    return _Encoded(FROM_TEXT[fmt](text))
 
 
 class _Encoded:

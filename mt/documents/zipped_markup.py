@@ -21,6 +21,7 @@ class ZippedMarkup:
     (`what`, `mimetypes`) and which members are markup to translate (`markup_of`)."""
     what: str
     mimetypes: tuple[bytes, ...]
+    doctype = False  # whether a markup member may start with a bare <!DOCTYPE ...>
 
     def __init__(self, data: bytes, name: Path):
         try:
@@ -46,8 +47,6 @@ class ZippedMarkup:
                 except UnicodeDecodeError:
                     raise MtError(f"{name}: {member.filename}: not UTF-8") from None
         self.sentences = [s for page in self.pages.values() for s in page.sentences]
-
-    doctype = False  # whether a markup member may start with a bare <!DOCTYPE ...>
 
     def check(self, name: Path) -> None:
         """Refuse, in one line, what the format's own files say cannot be read (encryption)."""

@@ -4,7 +4,7 @@ tests/test_server.py."""
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import HtmlDocument
+from mt.documents.inline_markup import HtmlDocument, written_as_is
 from mt.documents.runs import RunsParagraph
 
 
@@ -55,6 +55,25 @@ def test_code_and_translate_no_come_back_as_sent():
     assert sentences == ["Führen Sie apt-get <paket> aus."]
     assert out == ('<p>Run <code>apt-get &lt;paket&gt;</code>.</p><div translate="no">Nicht <b>übersetzen</b></div>'
                    '<pre>x <b>y</b></pre>')
+
+
+def test_a_marked_version_path_or_acronym_the_translation_lost_is_written_as_sent():
+    """In place of the word aligned to it, else where its neighbours go, spaced; an ordinary word is not."""
+    _, out = translated("<p>Installiere <b>GTK+</b> jetzt.</p>", ("Install GTK now.", "0-0 1-1 2-2"))
+    assert out == "<p>Install <b>GTK+</b> now.</p>"
+    _, out = translated("<p>Lies <i>/etc/hosts.conf</i>.</p>", ("Read etc hosts.", "0-0 1-1 1-2"))
+    assert out == "<p>Read <i>/etc/hosts.conf</i>.</p>"
+    _, out = translated("<p>Das <b>x86</b> Paket läuft.</p>", ("The package runs.", "0-0 2-1 3-2"))
+    assert out == "<p>The <b>x86</b> package runs.</p>"
+    _, out = translated("<p>Paket für <b>x86</b></p>", ("Package for", "0-0 1-1"))
+    assert out == "<p>Package for <b>x86</b></p>"
+    _, out = translated("<p>Die <b>Kiste</b> ist da.</p>", ("The is there.", "0-0 2-1 3-2"))
+    assert out == "<p>The<b></b> is there.</p>"  # an ordinary word the translation lost: after the word before
+
+
+def test_what_a_translation_keeps_as_written():
+    assert all(map(written_as_is, ["GTK+", "x86", "07.07", "tar.gz", "/usr/lib/", "LEDs", "BrlAPI", "a_b", "2"]))
+    assert not any(map(written_as_is, ["Edge", "Haus", "apt-get", "well-known", "hello.", "", "two words"]))
 
 
 def test_line_breaks_and_blocks_end_units_and_sentences_are_translated_apart():

@@ -186,3 +186,48 @@ def test_ctranslate2_loads_with_onednn_unless_the_user_chose(user_value, loaded_
             "print(os.environ['CT2_USE_MKL'], 'ctranslate2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [loaded_with, "True"]
+
+
+def test_a_short_call_alone_decodes_on_every_thread_a_long_one_on_its_share(exported, monkeypatch):
+    """With two calls at once, a short call that starts with none decoding takes the copy on every thread and
+    holds both slots while it runs; a long one, or one beside another call, takes a share's translator."""
+    import threading
+
+    from mt.decoding.ct2_backend import ALONE_TOKENS
+    from mt.decoding.lines import LineBatch, LineText, encode_lines
+    from mt.decoding.protocol import Work
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    translator = load_translator(exported, "cpu", ct2_parallel=2)
+    backend = translator.backend
+    assert backend.translator.num_translators == 2 and backend.alone.translator.num_translators == 1
+    engine = backend.engine()
+    used, release = [], threading.Event()
+    for name, held in (("alone", backend.alone), ("share", backend)):
+        def spy(requests, search=held.search, name=name):
+            used.append(name)
+            release.wait(60)
+            return search(requests)
+        monkeypatch.setattr(held, "search", spy)
+
+    def work(lines):
+        return Work(LineBatch(encode_lines(translator, [LineText(t, i) for i, t in enumerate(lines)]),
+                              GREEDY, 1, backend.max_positions).todo)
+
+    short, long = work(LINES[:1]), work(LINES[:60])
+    assert sum(len(r.source) + 1 for r in long.requests) > ALONE_TOKENS
+    assert engine.share([len(short.requests[0].source) + 1]) == 1
+    engine.add([short])
+    assert engine.calls == 2 and engine.share([5]) == 0  # the call alone holds both slots
+    release.set()
+    engine.close()
+    assert used == ["alone"]
+    alone_tokens = [h.tokens for h in short.hypotheses[0]]
+    engine, release = backend.engine(), threading.Event()
+    engine.add([long])
+    assert engine.calls == 1 and engine.share([5]) == 1  # beside a call on its share: a call of its own
+    engine.add([short])
+    release.set()
+    engine.close()
+    assert used == ["alone", "share", "share"]
+    assert [h.tokens for h in short.hypotheses[0]] == alone_tokens and len(long.hypotheses) == 60

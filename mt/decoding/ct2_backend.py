@@ -59,10 +59,13 @@ def load_ct2_translator(directory: str | Path, device: str = "auto", quantize: s
     try:
         src_tok = Tokenizer((directory / "source.spm").read_bytes())
         tgt_tok = Tokenizer((directory / "target.spm").read_bytes())
-        translator = _ct2_translator(ct2, directory, device, quantize or "default", parallel)
+        translator, alone = _ct2_translators(ct2, directory, device, quantize or "default", parallel)
     except (OSError, RuntimeError, ValueError) as e:  # unreadable, a broken sentencepiece or CTranslate2 model
         raise MtError(f"{directory}: not a usable exported model ({_first_line(e)}); export it again") from None
-    return Translator(Ct2Backend(translator, src_tok, tgt_tok, cfg.model.max_positions), src_tok, tgt_tok, cfg)
+    max_positions = cfg.model.max_positions
+    backend = Ct2Backend(translator, src_tok, tgt_tok, max_positions,
+                         alone=alone and Ct2Backend(alone, src_tok, tgt_tok, max_positions))
+    return Translator(backend, src_tok, tgt_tok, cfg)
 
 
 EXPORTED_FILES = (MARKER, "model.bin", "source.spm", "target.spm")
@@ -79,17 +82,24 @@ def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-def _ct2_translator(ct2, directory: Path, device: str, compute_type: str, parallel: int = 1):
-    """CTranslate2's Translator on `device`; `auto` is CUDA only where CTranslate2 can decode there. Its wheels
-    need CUDA 12's libraries (libcublas.so.12), which a machine with a GPU may lack (an H100 with CUDA 13 only),
-    and it says so only at the first translation: so a one-token translation is tried first."""
-    def make(on: str):
-        batches = min(parallel, torch.get_num_threads()) if on == "cpu" else 1
+def _ct2_translators(ct2, directory: Path, device: str, compute_type: str, parallel: int = 1):
+    """CTranslate2's Translator on `device`, and on a CPU with `parallel` > 1 the same model on every thread for
+    a call alone (else None); `auto` is CUDA only where CTranslate2 can decode there. Its wheels need CUDA 12's
+    libraries (libcublas.so.12), which a machine with a GPU may lack (an H100 with CUDA 13 only), and it says so
+    only at the first translation: so a one-token translation is tried first."""
+    def make(on: str, batches: int = 1):
         return ct2.Translator(str(directory), device=on, compute_type=compute_type, inter_threads=batches,
                               intra_threads=max(1, torch.get_num_threads() // batches))
 
+    def on_cpu():
+        batches = min(parallel, torch.get_num_threads())
+        # The copy on every thread is made first: made after one on a share of the threads, it decoded a
+        # sentence in 70 ms against 8 (CTranslate2 4.8.5 with oneDNN, 2 cores).
+        alone = make("cpu") if batches > 1 else None
+        return make("cpu", batches), alone
+
     if device == "cpu" or (device == "auto" and ct2.get_cuda_device_count() == 0):
-        return make("cpu")
+        return on_cpu()
     translator = make("cuda")
     try:
         translator.translate_batch([["\u2581"]], max_decoding_length=1)
@@ -97,15 +107,18 @@ def _ct2_translator(ct2, directory: Path, device: str, compute_type: str, parall
         if device == "cuda":
             raise MtError(f"{directory}: CTranslate2 cannot decode on CUDA here ({err})") from None
         print(f"warning: CTranslate2 cannot decode on CUDA here ({err}); decoding on the CPU", file=sys.stderr)
-        return make("cpu")
-    return translator
+        return on_cpu()
+    return translator, None
 
 
 class Ct2Backend:
-    """CTranslate2's search, scored like mt's (GNMT length penalty), over sentencepiece pieces."""
+    """CTranslate2's search, scored like mt's (GNMT length penalty), over sentencepiece pieces. With `parallel`
+    calls at once on a CPU, each on a share of the threads, `alone` is the same model on every thread, for a
+    short call that has the machine to itself (`CallingEngine`)."""
 
-    def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int):
-        self.translator, self.max_positions = translator, max_positions
+    def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int,
+                 alone: Ct2Backend | None = None):
+        self.translator, self.max_positions, self.alone = translator, max_positions, alone
         self.parallel = translator.num_translators  # calls that decode at once (from as many threads)
         self.src_sp, self.tgt_sp = src_tokenizer.sp, tgt_tokenizer.sp
 
@@ -220,11 +233,19 @@ def _without_end(tokens: list[str]) -> list[str]:
     return tokens[:-1] if tokens[-1:] == [END] else tokens
 
 
+ALONE_TOKENS = 256  # a call of at most this many source tokens, with no other decoding, runs on every thread
+
+
 class CallingEngine:
     """CTranslate2 decoding what arrives while others decode: it has no step-level batch to join, so the works
     taken together decode in one call, from a caller thread of its own. CTranslate2 decodes `parallel` calls at
     once (its inter_threads, `Ct2Backend.parallel`), so sentences arriving while one call decodes start on a free
-    thread instead of waiting; each call takes a 1/parallel share of the waiting work."""
+    thread instead of waiting; each call takes a 1/parallel share of the waiting work.
+
+    A short call (ALONE_TOKENS) that would decode alone runs on every thread instead (`Ct2Backend.alone`), and
+    what arrives meanwhile waits for it: one client's sentence took 11 ms (p50) this way against 14 on half the
+    threads (docs/serving.md). A long one keeps to its share, so that a short request arriving during a
+    document still starts at once."""
 
     stepping = False  # calls run on their threads: nothing to step
 
@@ -245,6 +266,8 @@ class CallingEngine:
         such clients: 133 sentences/s; taking shares, 161)."""
         if self.calls >= self.parallel:
             return 0
+        if self._alone(sum(waiting)):
+            return len(waiting)
         share, taken = sum(waiting) / self.parallel, 0
         for count, tokens in enumerate(waiting, 1):
             taken += tokens
@@ -254,9 +277,14 @@ class CallingEngine:
 
     def add(self, works: list[Work]) -> None:
         if works:
+            alone = self._alone(sum(len(r.source) + 1 for work in works for r in work.requests))
+            slots = self.parallel if alone else 1  # a call alone holds every slot: others wait for it
             with self.count_lock:
-                self.calls += 1
-            self.callers.submit(self._call, works)
+                self.calls += slots
+            self.callers.submit(self._call, works, self.backend.alone if alone else self.backend, slots)
+
+    def _alone(self, tokens: int) -> bool:
+        return self.calls == 0 and self.backend.alone is not None and tokens <= ALONE_TOKENS
 
     def cancel(self, work: Work) -> None:
         pass  # a call skips the works cancelled before it starts; one decoding finishes unseen
@@ -270,11 +298,12 @@ class CallingEngine:
     def close(self) -> None:
         self.callers.shutdown()
 
-    def _call(self, works: list[Work]) -> None:
-        """On a caller thread: one search of every sentence of the works taken together."""
+    def _call(self, works: list[Work], backend: Ct2Backend, slots: int) -> None:
+        """On a caller thread: one search of every sentence of the works taken together, holding `slots` of the
+        `parallel` calls."""
         live = [work for work in works if work.requests and not work.cancelled]
         try:
-            found = self.backend.search([r for work in live for r in work.requests]) if live else []
+            found = backend.search([r for work in live for r in work.requests]) if live else []
             self.hooks.step(len(found))
             at = 0
             for work in live:
@@ -285,5 +314,5 @@ class CallingEngine:
                 work.fail(error)
         finally:
             with self.count_lock:
-                self.calls -= 1
+                self.calls -= slots
             self.hooks.call_ended()

@@ -17,7 +17,8 @@ from torch import nn
 
 from mt.model.kv_cache import DecoderCache, LayerCache
 from mt.config import ModelConfig
-from mt.model.kernels import attention, linear, linear_layer, linear_relu, training_dropout, written_out_attention
+from mt.model.kernels import (Transposed, attention, linear, linear_layer, linear_relu, projection, training_dropout,
+                              written_out_attention)
 from mt.masks import CAUSAL, Causal
 from mt.symbols import EOS, PAD
 
@@ -226,6 +227,7 @@ class Transformer(nn.Module):
         self.output = None if cfg.share_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
         # Not in the paper: a bias on the pre-softmax projection (OPUS-MT's final_logits_bias), from 0.
         self.output_bias = nn.Parameter(torch.zeros(tgt_vocab)) if cfg.output_bias else None
+        self._output_transposed = Transposed()  # the projection's W^T while decoding (mt.model.kernels.projection)
         self._init_parameters()
 
     def _init_parameters(self):
@@ -291,10 +293,11 @@ class Transformer(nn.Module):
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         x = self.decoder_norm(x)
-        if self.output is not None:
-            logits = linear_layer(self.output, x)  # an nn.Linear, or int8-quantized (mt.model.quantize)
+        if self.output is not None and type(self.output) is not nn.Linear:  # int8-quantized (mt.model.quantize)
+            logits = self.output(x)
             return logits if self.output_bias is None else logits + self.output_bias
-        return linear(x, self.tgt_embed.tokens.weight, self.output_bias)
+        weight = self.tgt_embed.tokens.weight if self.output is None else self.output.weight
+        return projection(x, weight, self.output_bias, self._output_transposed)
 
     def forward(self, src, src_mask, tgt_in, tgt_mask=CAUSAL, at: torch.Tensor | None = None):
         return self.decode(self.encode(src, src_mask), src_mask, tgt_in, tgt_mask, at)

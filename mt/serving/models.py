@@ -121,6 +121,7 @@ def decoding(translator: Translator) -> str:
         return f"mt, {'int8' if quantized else str(parameter.dtype).split('.')[-1]} weights on {parameter.device.type}"
     ct2 = backend.translator
     calls = f", {backend.parallel} calls at once" if backend.parallel > 1 else ""
+    calls += ", a short call alone on every thread" if backend.alone is not None else ""
     return f"CTranslate2 {ct2.compute_type} on {ct2.device}{calls}"
 
 

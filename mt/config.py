@@ -258,7 +258,8 @@ class LanguagesConfig:
     directions: tuple[str, ...] = ()  # source:target codes, e.g. de:en; empty: one direction, languages unnamed
     token: str = "none"  # none | target: a token >>xx<< before each source names the target language (Johnson
     # et al. 2017; OPUS-MT's multi-target models): the default when data.train has more than one target language |
-    # m2m100: the source starts with __xx__ of its language and the output with that of the target (M2M100)
+    # m2m100: the source starts with __xx__ of its language and the output with that of the target (M2M100) |
+    # nllb: the same with the code itself as the token, e.g. deu_Latn (NLLB-200)
     codes: tuple[str, ...] = ()  # a many-to-many model's languages (`mt import` of M2M100): any two of them
 
 
@@ -296,7 +297,7 @@ _CHOICES = {
     ("train", "precision"): ("fp32", "bf16", "fp16"),
     ("train", "best_metric"): ("bleu", "chrf", "loss"),
     ("clean", "ratio_unit"): ("chars", "words"),
-    ("languages", "token"): ("none", "target", "m2m100"),
+    ("languages", "token"): ("none", "target", "m2m100", "nllb"),
 }
 
 

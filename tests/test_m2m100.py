@@ -3,7 +3,8 @@
 A small M2M100ForConditionalGeneration with random weights is built here (nothing is downloaded), with a
 sentencepiece model trained on the shipped corpus and the wmt21 language list, and saved as `save_pretrained`
 saves one; mt imports the directory and must give transformers' forced log-probabilities and greedy outputs in
-two directions, translate through its CTranslate2 export as it does itself, and fine-tune."""
+two directions, translate through its CTranslate2 export as it does itself, and fine-tune. The same model with
+NLLB's tokenizer (NllbTokenizer, language codes such as deu_Latn) must give transformers' greedy outputs too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 import torch
-from transformers import M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer
+from transformers import M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer, NllbTokenizer
 
 from tests.conftest import DATA, one_error_line, run_mt
 
@@ -24,16 +25,21 @@ SOURCES = {"de": (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:20]
 GREEDY = ("--beam-size", "1", "--max-len-a", "0", "--max-len-b", "20")
 
 
-def make_m2m100(folder: Path) -> M2M100ForConditionalGeneration:
-    """An M2M100 directory as transformers saves one: vocab.json of <s>, <pad>, </s>, <unk> and the pieces of a
-    BPE sentencepiece model, the 8 languages of wmt21 after them; random weights whose outputs follow the source."""
+def sentencepiece_model(folder: Path) -> spm.SentencePieceProcessor:
+    """A BPE sentencepiece model of the shipped corpus' two sides, written as folder/sentencepiece.bpe.model."""
     lines = [line for side in ("de", "en") for line in (DATA / f"sample-2k.{side}").read_text("utf-8").splitlines()]
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=400, model_type="bpe",
                                    character_coverage=1.0, num_threads=1, minloglevel=2)
     folder.mkdir(parents=True)
     (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
-    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def make_m2m100(folder: Path) -> M2M100ForConditionalGeneration:
+    """An M2M100 directory as transformers saves one: vocab.json of <s>, <pad>, </s>, <unk> and the pieces of a
+    BPE sentencepiece model, the 8 languages of wmt21 after them; random weights whose outputs follow the source."""
+    sp = sentencepiece_model(folder)
     pieces = ["<s>", "<pad>", "</s>", "<unk>"] + [sp.id_to_piece(i) for i in range(len(sp))
                                                   if not sp.is_control(i) and sp.id_to_piece(i) != "<unk>"]
     (folder / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}), encoding="utf-8")
@@ -41,7 +47,12 @@ def make_m2m100(folder: Path) -> M2M100ForConditionalGeneration:
                     language_codes="wmt21").save_pretrained(folder)
     # 8 language tokens after vocab.json's pieces. Released models have made-up words after them, which their
     # tokenizer decodes as <unk> (`test_made_up_words_fill_the_vocabulary`); these random weights would write them.
-    config = M2M100Config(vocab_size=len(pieces) + 8, d_model=32, encoder_layers=2, decoder_layers=2,
+    return random_m2m100(folder, len(pieces) + 8)
+
+
+def random_m2m100(folder: Path, vocab_size: int) -> M2M100ForConditionalGeneration:
+    """A small M2M100ForConditionalGeneration saved in `folder`, random weights whose outputs follow the source."""
+    config = M2M100Config(vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2,
                           encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
                           max_position_embeddings=256, dropout=0.0)
     torch.manual_seed(0)
@@ -58,6 +69,67 @@ def make_m2m100(folder: Path) -> M2M100ForConditionalGeneration:
             layer.encoder_attn.out_proj.weight *= 4  # outputs that follow the source
     m2m.save_pretrained(folder)
     return m2m
+
+
+NLLB_CODES = ["deu_Latn", "eng_Latn", "fra_Latn"]
+
+
+def make_nllb(folder: Path) -> tuple[M2M100ForConditionalGeneration, NllbTokenizer]:
+    """An NLLB directory as transformers saves one: NllbTokenizer (tokenizer.json: <s>, <pad>, </s>, <unk>, the
+    sentencepiece model's pieces one place up, <mask>, three language codes) and an M2M100 model of its size."""
+    sentencepiece_model(folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}), encoding="utf-8")
+    tokenizer = NllbTokenizer.from_pretrained(folder, extra_special_tokens=NLLB_CODES)
+    tokenizer.save_pretrained(folder)
+    return random_m2m100(folder, len(tokenizer)), NllbTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def nllb(tmp_path_factory):
+    """(the Hugging Face directory, its model, its tokenizer, the imported checkpoint, `mt import`'s output)."""
+    folder = tmp_path_factory.mktemp("nllb")
+    model, tokenizer = make_nllb(folder / "hf")
+    imported = run_mt("import", folder / "hf", "-o", folder / "model.pt")
+    return folder / "hf", model, tokenizer, folder / "model.pt", imported
+
+
+@pytest.mark.parametrize("source, target", [("deu_Latn", "eng_Latn"), ("eng_Latn", "fra_Latn")])
+def test_nllb_greedy_outputs_equal_transformers_generate(nllb, source, target):
+    folder, model, tokenizer, checkpoint, _ = nllb
+    tokenizer.src_lang = source
+    lines = SOURCES[source[:2]]
+    batch = tokenizer(lines, return_tensors="pt", padding=True)
+    assert batch.input_ids[0, 0] == tokenizer.convert_tokens_to_ids(source)  # the source's own code first
+    found = model.generate(**batch, forced_bos_token_id=tokenizer.convert_tokens_to_ids(target), num_beams=1,
+                           do_sample=False, max_new_tokens=20)
+    expected = tokenizer.batch_decode(found[:, 2:], skip_special_tokens=True)  # after </s> and the target's code
+    assert len(set(expected)) > 5
+    assert translate(checkpoint, lines, "--source-lang", source, "--target-lang", target, *GREEDY) == expected
+
+
+def test_nllb_import_records_its_codes_as_the_language_tokens(nllb, tmp_path):
+    folder, *_, checkpoint, imported = nllb
+    assert "languages:\n  token: nllb" in imported.stdout
+    assert "directions: deu_Latn:eng_Latn, deu_Latn:fra_Latn, eng_Latn:deu_Latn" in run_mt("info", checkpoint).stdout
+    asked = run_mt("translate", "-c", checkpoint, "--source-lang", "de", "--target-lang", "eng_Latn", input="x\n",
+                   check=False)
+    assert "not de:eng_Latn" in one_error_line(asked)
+    run_mt("export", "-c", checkpoint, "-o", tmp_path / "ct2")
+    options = ("--source-lang", "deu_Latn", "--target-lang", "fra_Latn", *GREEDY)
+    assert translate(tmp_path / "ct2", SOURCES["de"], *options) == translate(checkpoint, SOURCES["de"], *options)
+
+
+def test_an_nllb_directory_without_its_tokenizer_or_codes_is_one_line(nllb, tmp_path):
+    folder, *_ = nllb
+    for change, message in (
+            (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json: missing (an NLLB directory holds"),
+            (lambda d: _edit_json(d / "tokenizer.json", added_tokens=[]), "no language code among its tokens")):
+        broken = tmp_path / message[:8].replace(" ", "_").replace(":", "")
+        shutil.copytree(folder, broken)
+        change(broken)
+        proc = run_mt("import", broken, "-o", broken / "model.pt", check=False)
+        assert message in one_error_line(proc)
+        assert not (broken / "model.pt").exists()
 
 
 @pytest.fixture(scope="module")

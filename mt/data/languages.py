@@ -9,7 +9,9 @@ sentencepiece user-defined symbol), put before the source's own pieces: training
 An imported M2M100 model (Fan et al. 2021, "Beyond English-Centric Multilingual Machine Translation") has another
 convention, languages.token `m2m100`: the source starts with its own language's token `__de__`, and the target
 with the target language's `__fr__` (`target_prefix`), which decoding forces as the first output and drops from
-the text; it translates between any two of its languages (languages.codes).
+the text; it translates between any two of its languages (languages.codes). NLLB-200 (NLLB Team 2022), an
+M2M100 model with its own tokenizer, does the same with the language codes themselves as tokens, `deu_Latn`:
+languages.token `nllb`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ def target_token(lang: str) -> str:
 def m2m100_token(lang: str) -> str:
     """M2M100's piece of language `lang`: __de__."""
     return f"__{lang}__"
+
+
+NAMED_BOTH = ("m2m100", "nllb")  # conventions whose source names its language and whose target starts with its own
+
+
+def language_piece(token: str, lang: str) -> str:
+    """The piece of language `lang` under convention `token` (one of NAMED_BOTH): __de__, or deu_Latn itself."""
+    return m2m100_token(lang) if token == "m2m100" else lang
 
 
 def directions(cfg: Config) -> list[tuple[str, str]]:
@@ -71,7 +81,7 @@ def pick_direction(cfg: Config, source: str | None, target: str | None, model: s
     targets = {t for _, t in matching}
     if len(targets) > 1:
         raise MtError(f"{model}: translates {described(known)}; say which target with {options[1]}")
-    if source is None and cfg.languages.token == "m2m100":
+    if source is None and cfg.languages.token in NAMED_BOTH:
         raise MtError(f"{model}: translates {described(known)} and is told the source language; say which with "
                       f"{options[0]}")
     return (source or matching[0][0], matching[0][1])
@@ -80,12 +90,12 @@ def pick_direction(cfg: Config, source: str | None, target: str | None, model: s
 def source_prefix(cfg: LanguagesConfig, tok: Tokenizer, direction: tuple[str | None, str | None],
                   where: str) -> list[int]:
     """The token ids a source of this direction starts with: [>>target<<] with languages.token target, [__source__]
-    with m2m100, else none."""
+    with m2m100 ([deu_Latn] with nllb), else none."""
     if cfg.token == "none":
         return []
     source, target = direction
-    if cfg.token == "m2m100":
-        return [_piece(tok, m2m100_token(source), source, "source", where)]
+    if cfg.token in NAMED_BOTH:
+        return [_piece(tok, language_piece(cfg.token, source), source, "source", where)]
     if target is None:
         raise MtError(f"{where}: a multilingual model needs the target language (--target-lang)")
     return [_piece(tok, target_token(target), target, "source", where)]
@@ -93,10 +103,11 @@ def source_prefix(cfg: LanguagesConfig, tok: Tokenizer, direction: tuple[str | N
 
 def target_prefix(cfg: LanguagesConfig, tok: Tokenizer, direction: tuple[str | None, str | None],
                   where: str) -> list[int]:
-    """The token ids a target of this direction starts with, forced when decoding: [__target__] with m2m100."""
-    if cfg.token != "m2m100":
+    """The token ids a target of this direction starts with, forced when decoding: [__target__] with m2m100
+    ([fra_Latn] with nllb)."""
+    if cfg.token not in NAMED_BOTH:
         return []
-    return [_piece(tok, m2m100_token(direction[1]), direction[1], "target", where)]
+    return [_piece(tok, language_piece(cfg.token, direction[1]), direction[1], "target", where)]
 
 
 def _piece(tok: Tokenizer, piece: str, lang: str | None, side: str, where: str) -> int:
@@ -111,8 +122,8 @@ def tokens_of(cfg: LanguagesConfig) -> list[str]:
     """The language tokens a model of these languages needs as pieces: one per target (token target), or one per
     language (m2m100, which a config may also train from scratch)."""
     pairs = [d.split(":", 1) for d in cfg.directions]
-    if cfg.token == "m2m100":
-        return list(dict.fromkeys(m2m100_token(lang) for pair in pairs for lang in pair))
+    if cfg.token in NAMED_BOTH:
+        return list(dict.fromkeys(language_piece(cfg.token, lang) for pair in pairs for lang in pair))
     return list(dict.fromkeys(target_token(t) for _, t in pairs)) if cfg.token == "target" else []
 
 

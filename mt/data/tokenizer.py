@@ -92,21 +92,23 @@ def _train_sentencepiece(sentences: Iterable[str], cfg: TokenizerConfig, symbols
     )
 
 
-def renumbered(model_proto: bytes, vocabulary: Sequence[str], tags: Iterable[str] = ()) -> tuple[Tokenizer, int]:
+def renumbered(model_proto: bytes, vocabulary: Sequence[str], tags: Iterable[str] = (),
+               hidden: Iterable[str] = ()) -> tuple[Tokenizer, int]:
     """A vocabulary file in front of a sentencepiece model (Marian's vocab.json), made one sentencepiece model
     whose ids are the positions in `vocabulary`, so that everything reading ids (`Tokenizer`, CTranslate2's
     vocabularies, exported source.spm and target.spm) needs nothing else. `vocabulary` holds PAD's, UNK's and
     EOS's pieces at those ids (mt.symbols); id BOS is an ordinary piece. Each piece the model has keeps its
     score and type, so text is cut into the same pieces; the vocabulary's other pieces are UNUSED (never made by
     encoding; the other side's pieces of a joint vocabulary), except `tags` (e.g. >>fra<<), made USER_DEFINED
-    (one piece wherever they are written). Returns the tokenizer and how many of the model's pieces the
+    (one piece wherever they are written), and `hidden` (NLLB's <mask>), made CONTROL (written as nothing, as
+    Hugging Face's decoding skips special tokens). Returns the tokenizer and how many of the model's pieces the
     vocabulary lacks: text is now cut around those (Hugging Face's MarianTokenizer makes them UNK)."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     kind = pb.ModelProto.SentencePiece.Type
     model = pb.ModelProto.FromString(model_proto)
     own = {p.piece: p for p in model.pieces}
-    tags = set(tags)
+    tags, hidden = set(tags), set(hidden)
     special = {PAD: kind.CONTROL, UNK: kind.UNKNOWN, EOS: kind.CONTROL}
     kept = []
     for i, piece in enumerate(vocabulary):
@@ -116,8 +118,8 @@ def renumbered(model_proto: bytes, vocabulary: Sequence[str], tags: Iterable[str
         elif mine is not None and mine.type not in (kind.CONTROL, kind.UNKNOWN):
             kept.append(pb.ModelProto.SentencePiece(piece=piece, score=mine.score, type=mine.type))
         else:
-            kept.append(pb.ModelProto.SentencePiece(piece=piece, score=0.0,
-                                                    type=kind.USER_DEFINED if piece in tags else kind.UNUSED))
+            made = kind.USER_DEFINED if piece in tags else kind.CONTROL if piece in hidden else kind.UNUSED
+            kept.append(pb.ModelProto.SentencePiece(piece=piece, score=0.0, type=made))
     known = set(vocabulary)
     lacking = sum(1 for p in model.pieces if p.type == kind.NORMAL and p.piece not in known)
     del model.pieces[:]

@@ -20,7 +20,7 @@ import yaml
 
 from mt.decoding.model_backend import load_model_translator
 from mt.config import Config, config_to_dict
-from mt.data.languages import described, directions
+from mt.data.languages import NAMED_BOTH, described, directions
 from mt.errors import MtError
 from mt.interop.export_folders import CARD_SIGN, check_replaceable
 from mt.files import atomic_write_dir
@@ -48,9 +48,9 @@ def export_huggingface(checkpoint: str | Path, output_dir: str | Path, force: bo
     check_replaceable(output_dir, force)
     tr = load_model_translator(checkpoint, "cpu", raw_weights=raw_weights)
     model = tr.backend.model
-    if tr.cfg.languages.token == "m2m100":
-        raise MtError(f"{checkpoint}: an M2M100 model (languages.token m2m100): its Hugging Face form is the M2M100 "
-                      "directory it was imported from; export it with --format ctranslate2")
+    if tr.cfg.languages.token in NAMED_BOTH:
+        raise MtError(f"{checkpoint}: an M2M100 model (languages.token {tr.cfg.languages.token}): its Hugging Face "
+                      "form is the M2M100 directory it was imported from; export it with --format ctranslate2")
     if model.cfg.norm == "pre" and model.src_embed.tokens is not model.tgt_embed.tokens:
         raise MtError(f"{checkpoint}: model.norm pre with separate source and target embeddings (tokenizer.joint "
                       f"{tr.cfg.tokenizer.joint}, model.share_embeddings {model.cfg.share_embeddings}): cannot be "

@@ -9,17 +9,24 @@ tokens: `__de__` before the source, `__fr__` forced as the first output (languag
 renumbered to mt's fixed ones (mt.symbols): PAD, UNK, BOS (<s>), EOS, then the rest in M2M100's order: vocab.json's
 pieces, one token per language (the order of transformers' FAIRSEQ_LANGUAGE_CODES, which tokenizer_config.json
 names), then M2M100's made-up words up to config.json's vocab_size.
+
+NLLB-200's models (NLLB Team 2022; facebook/nllb-200-distilled-600M's layout) are M2M100ForConditionalGeneration
+with another tokenizer, which tokenizer_config.json names (NllbTokenizer): no vocab.json, but tokenizer.json, whose
+BPE vocabulary and added tokens give each id its piece (sentencepiece.bpe.model's pieces one place up, then the
+language codes and <mask>), and the codes themselves as the language tokens (`deu_Latn` before the source,
+`fra_Latn` forced first: languages.token nllb).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
 
 from mt.checkpoint import ModelPart, checkpoint_dict, save_checkpoint
 from mt.config import Config, DecodeConfig, LanguagesConfig, ModelConfig, TokenizerConfig, config_to_dict
-from mt.data.languages import m2m100_token
+from mt.data.languages import language_piece, m2m100_token
 from mt.data.tokenizer import renumbered
 from mt.errors import MtError, needs
 from mt.files import read_json_object
@@ -39,6 +46,8 @@ M2M100_DEFAULTS = {
 REQUIRED = {"scale_embedding": True, "tie_word_embeddings": True, "is_encoder_decoder": True, "pad_token_id": 1,
             "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 2, "activation_function": "relu"}
 FILES = ("config.json", "vocab.json", "sentencepiece.bpe.model")
+NLLB_FILES = ("config.json", "tokenizer.json", "sentencepiece.bpe.model")
+NLLB_CODE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")  # an NLLB language code, e.g. deu_Latn
 SPECIALS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}  # M2M100's ids of its special pieces
 
 
@@ -48,30 +57,43 @@ def is_m2m100(directory: Path) -> bool:
 
 def import_m2m100(directory: Path, output: Path, log=print) -> Config:
     """Write the mt checkpoint `output` of the M2M100 model in `directory`; returns its config."""
-    missing = [name for name in FILES if not (directory / name).is_file()]
+    nllb = is_nllb(directory)
+    files = NLLB_FILES if nllb else FILES
+    missing = [name for name in files if not (directory / name).is_file()]
     if missing:
-        raise MtError(f"{directory / missing[0]}: missing (an M2M100 directory holds {', '.join(FILES)} and "
-                      "model.safetensors or pytorch_model.bin)")
+        raise MtError(f"{directory / missing[0]}: missing (an {'NLLB' if nllb else 'M2M100'} directory holds "
+                      f"{', '.join(files)} and model.safetensors or pytorch_model.bin)")
     hf = {**M2M100_DEFAULTS, **read_json_object(directory / "config.json")}
     cfg_model = model_config(hf, directory / "config.json")
-    codes = language_codes(directory)
-    pieces = m2m100_pieces(directory, codes, hf["vocab_size"])
+    if nllb:
+        pieces, codes = nllb_pieces(directory, hf["vocab_size"])
+    else:
+        codes = language_codes(directory)
+        pieces = m2m100_pieces(directory, codes, hf["vocab_size"])
+    token = "nllb" if nllb else "m2m100"
     order = [SPECIALS[p] for p in ("<pad>", "<unk>", "<s>", "</s>")] + list(range(len(SPECIALS), len(pieces)))
     vocabulary = [pieces[i] for i in order]
     tok, lacking = renumbered((directory / "sentencepiece.bpe.model").read_bytes(), vocabulary,
-                              [m2m100_token(code) for code in codes])
+                              [language_piece(token, code) for code in codes], hidden=["<mask>"] if nllb else [])
     if lacking:
-        log(f"import: {lacking} pieces of sentencepiece.bpe.model are not in vocab.json; text is cut around them")
+        log(f"import: {lacking} pieces of sentencepiece.bpe.model are not in the model's vocabulary; text is cut "
+            "around them")
     model = build_model(cfg_model, len(vocabulary), len(vocabulary), joint_vocab=True)
     model.load_state_dict(mt_state(load_weights(directory), order, cfg_model))  # every tensor, in its shape
     cfg = Config(tokenizer=TokenizerConfig(type=sentencepiece_type(tok), vocab_size=len(vocabulary), joint=True),
                  model=cfg_model, decode=DecodeConfig(beam_size=int(hf.get("num_beams") or DecodeConfig.beam_size)),
-                 languages=LanguagesConfig(token="m2m100", codes=tuple(codes)))
+                 languages=LanguagesConfig(token=token, codes=tuple(codes)))
     part = ModelPart(config=config_to_dict(cfg), model=model.state_dict(), step=0, src_tokenizer=tok.to_tensor(),
                      tgt_tokenizer=tok.to_tensor())
     save_checkpoint(Path(output), checkpoint_dict(part))
     _warn_of_licence(directory, log)
     return cfg
+
+
+def is_nllb(directory: Path) -> bool:
+    """Whether tokenizer_config.json names NLLB's tokenizer (NllbTokenizer, NllbTokenizerFast)."""
+    config = directory / "tokenizer_config.json"
+    return config.is_file() and str(read_json_object(config).get("tokenizer_class", "")).startswith("Nllb")
 
 
 def model_config(hf: dict, source: Path) -> ModelConfig:
@@ -101,17 +123,43 @@ def language_codes(directory: Path) -> list[str]:
 
 def m2m100_pieces(directory: Path, codes: list[str], vocab_size: int) -> list[str]:
     """M2M100's piece of each id: vocab.json's, then the language tokens, then made-up words to vocab_size."""
-    vocab = read_json_object(directory / "vocab.json")
+    pieces = _by_id(read_json_object(directory / "vocab.json"), directory / "vocab.json")
+    pieces += [m2m100_token(code) for code in codes]
+    return _filled(pieces, vocab_size, directory, f"vocab.json and the {len(codes)} language tokens")
+
+
+def nllb_pieces(directory: Path, vocab_size: int) -> tuple[list[str], list[str]]:
+    """NLLB's piece of each id, from tokenizer.json (its BPE vocabulary, then its added tokens: the language
+    codes, <mask>), then made-up words to vocab_size; and the language codes among them, in id order."""
+    path = directory / "tokenizer.json"
+    data = read_json_object(path)
+    vocab = (data.get("model") or {}).get("vocab")
+    if not isinstance(vocab, dict):
+        raise MtError(f"{path}: no model.vocab mapping each piece to its id, as NLLB's tokenizer.json has")
+    added = {t.get("content"): t.get("id") for t in data.get("added_tokens") or [] if isinstance(t, dict)}
+    pieces = _by_id({**vocab, **added}, path)
+    codes = [p for p in pieces if NLLB_CODE.fullmatch(p)]
+    if not codes:
+        raise MtError(f"{path}: no language code among its tokens (NLLB's are such as deu_Latn)")
+    return _filled(pieces, vocab_size, directory, "tokenizer.json's pieces"), codes
+
+
+def _by_id(vocab: dict, path: Path) -> list[str]:
+    """The pieces of a piece-to-id mapping in id order; its ids must be 0 to n - 1 and the special pieces at
+    M2M100's ids."""
     if sorted(vocab.values()) != list(range(len(vocab))):
-        raise MtError(f"{directory / 'vocab.json'}: its ids are not 0 to {len(vocab) - 1}, each once")
+        raise MtError(f"{path}: its ids are not 0 to {len(vocab) - 1}, each once")
     by_id = {i: piece for piece, i in vocab.items()}
     wrong = next((p for p, i in SPECIALS.items() if by_id.get(i) != p), None)
     if wrong is not None:
-        raise MtError(f"{directory / 'vocab.json'}: {wrong} is not id {SPECIALS[wrong]}, as M2M100's tokenizer has it")
-    pieces = [by_id[i] for i in range(len(vocab))] + [m2m100_token(code) for code in codes]
+        raise MtError(f"{path}: {wrong} is not id {SPECIALS[wrong]}, as M2M100's tokenizer has it")
+    return [by_id[i] for i in range(len(vocab))]
+
+
+def _filled(pieces: list[str], vocab_size: int, directory: Path, what: str) -> list[str]:
+    """`pieces` and made-up words up to config.json's vocab_size."""
     if len(pieces) > vocab_size:
-        raise MtError(f"{directory / 'config.json'}: vocab_size {vocab_size}: vocab.json and the {len(codes)} "
-                      f"language tokens make {len(pieces)}")
+        raise MtError(f"{directory / 'config.json'}: vocab_size {vocab_size}: {what} make {len(pieces)}")
     return pieces + [f"madeupword{i:04d}" for i in range(vocab_size - len(pieces))]
 
 

@@ -119,6 +119,27 @@ def test_nllb_import_records_its_codes_as_the_language_tokens(nllb, tmp_path):
     assert translate(tmp_path / "ct2", SOURCES["de"], *options) == translate(checkpoint, SOURCES["de"], *options)
 
 
+def test_an_nllb_model_is_served_under_the_tags_libretranslates_clients_send(nllb):
+    """`mt serve` lists deu_Latn as de (BCP 47, langcodes), translates either name as mt translate does, and
+    detects the source among them."""
+    from tests.test_server import RunningServer
+
+    *_, checkpoint, _ = nllb
+    running = RunningServer(checkpoint, spec=str(checkpoint))
+    try:
+        languages = {x["code"]: x["targets"] for x in running.get("/languages").json()}
+        assert languages == {"de": ["en", "fr"], "en": ["de", "fr"], "fr": ["de", "en"]}
+        line = SOURCES["de"][3]
+        expected = translate(checkpoint, [line], "--source-lang", "deu_Latn", "--target-lang", "fra_Latn")
+        for source, target in (("de", "fr"), ("deu_Latn", "fra_Latn"), ("auto", "fr")):
+            answer = running.post("/translate", json={"q": line, "source": source, "target": target}).json()
+            assert answer["translatedText"] == expected[0]
+        refused = running.post("/translate", json={"q": line, "source": "de", "target": "es"})
+        assert refused.status_code == 400 and "de-es is not available" in refused.json()["error"]
+    finally:
+        assert running.stop() == 0
+
+
 def test_an_nllb_directory_without_its_tokenizer_or_codes_is_one_line(nllb, tmp_path):
     folder, *_ = nllb
     for change, message in (

@@ -49,11 +49,12 @@ class Server:
     ready: bool = False
     metrics_token: str | None = None  # /metrics needs `Authorization: Bearer TOKEN` when set
     closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
+    aliases: dict[str, str] = field(default_factory=dict)  # a model's own code -> the one it is served under
 
     def model(self, source, target) -> ServedModel:
         if not isinstance(source, str) or not isinstance(target, str):
             raise HttpError(400, "Invalid request: missing source or target parameter")
-        served = self.models.get((source, target))
+        served = self.models.get((self.aliases.get(source, source), self.aliases.get(target, target)))
         if served is None:
             pairs = ", ".join(f"{s}-{t}" for s, t in self.models)
             raise HttpError(400, f"{source}-{target} is not available (this server translates {pairs})")
@@ -125,6 +126,17 @@ def decoding(translator: Translator) -> str:
     return f"CTranslate2 {ct2.compute_type} on {ct2.device}{calls}"
 
 
+def served_code(translator: Translator, code: str) -> str:
+    """The code a model's language is served under. LibreTranslate's clients name languages by BCP 47 tags (de,
+    zh-Hant), so NLLB's codes (deu_Latn, zho_Hant) are served as langcodes' standard tag of them; other models'
+    codes as they are. Requests may name either."""
+    if translator.cfg.languages.token != "nllb":
+        return code
+    import langcodes
+
+    return langcodes.standardize_tag(code.replace("_", "-"))
+
+
 def served_directions(spec: ModelSpec, translator: Translator) -> list[Translator]:
     """The model of `spec` once per direction it serves: SRC:TGT (a bilingual model without languages is taken at
     its word), or every direction a multilingual model knows, each asked for its own target."""
@@ -143,7 +155,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     """Every model loaded on the decode thread, given a worker there (one for all the directions of a
     multilingual model, so that they share its running batch), and warmed with one sentence."""
     api_keys = ApiKeys.read(settings.api_keys) if settings.api_keys is not None else None
-    metrics, models, decoder = Metrics(), {}, DecodeThread()
+    metrics, models, aliases, decoder = Metrics(), {}, {}, DecodeThread()
     try:
         if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count
             decoder.call(functools.partial(torch.set_num_threads, settings.threads))
@@ -154,14 +166,15 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
             worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching,
                                         metrics)
             bound = served_directions(spec, translator)
-            pairs = [tr.direction for tr in bound]
+            pairs = [tuple(served_code(tr, code) for code in tr.direction) for tr in bound]
             if (settings.parallel_batches or 1) > 1 and not spec.exported:
                 log(f"warning: --parallel-batches applies to exported models; {_pairs(pairs)} is decoded by mt's "
                     "own search, one running batch")
-            for tr in bound:
-                if tr.direction in models:
-                    raise MtError(f"-m: {tr.direction[0]}-{tr.direction[1]} is served twice")
-                models[tr.direction] = ServedModel(*tr.direction, tr, worker)
+            for tr, pair in zip(bound, pairs):
+                if pair in models:
+                    raise MtError(f"-m: {pair[0]}-{pair[1]} is served twice")
+                models[pair] = ServedModel(*pair, tr, worker)
+                aliases.update(zip(tr.direction, pair))
             warm = LineBatch(encode_lines(bound[0], [LineText("warm up", 0)]), translator.cfg.decode, 1,
                              translator.backend.max_positions)
             worker.submit(warm.todo).done.result()
@@ -170,4 +183,4 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
         decoder.stop()
         raise
     return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True,
-                  metrics_token=settings.http.metrics_token)
+                  metrics_token=settings.http.metrics_token, aliases=aliases)

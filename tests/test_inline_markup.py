@@ -4,7 +4,7 @@ tests/test_server.py."""
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import HtmlDocument, written_as_is
+from mt.documents.inline_markup import HtmlDocument, near_copy, written_as_is
 from mt.documents.runs import RunsParagraph
 
 
@@ -69,6 +69,26 @@ def test_a_marked_version_path_or_acronym_the_translation_lost_is_written_as_sen
     assert out == "<p>Package for <b>x86</b></p>"
     _, out = translated("<p>Die <b>Kiste</b> ist da.</p>", ("The is there.", "0-0 2-1 3-2"))
     assert out == "<p>The<b></b> is there.</p>"  # an ordinary word the translation lost: after the word before
+
+
+def test_a_marked_name_the_translation_garbled_is_written_in_place_of_the_failed_copy():
+    _, out = translated("<p>Das Spiel <b>Blobby</b> ist da.</p>",
+                        ("The game (Blobley) is there.", "0-0 1-1 2-2 3-3 4-4"))
+    assert out == "<p>The game (<b>Blobby</b>) is there.</p>"
+    _, out = translated("<p>Nutze <i>ipmi-locate</i> jetzt.</p>", ("Use ipmilocate now.", "0-0 1-1 2-2"))
+    assert out == "<p>Use <i>ipmi-locate</i> now.</p>"
+    # A sentence's first word, and a word translated rather than copied, keep the translation's word.
+    _, out = translated("<p><b>Blobby</b> ist da.</p>", ("Blobley is there.", "0-0 1-1 2-2"))
+    assert out == "<p><b>Blobley</b> is there.</p>"
+    _, out = translated("<p>Das <b>Haus</b> ist da.</p>", ("The house is there.", "0-0 1-1 2-2 3-3"))
+    assert out == "<p>The <b>house</b> is there.</p>"
+
+
+def test_what_a_failed_copy_is():
+    assert all(near_copy(a, b) for a, b in [("Blobby", "Blobley"), ("ipmi-locate", "ipmilocate"),
+                                            ("Mozilla", "Milla.")])
+    assert not any(near_copy(a, b) for a, b in [("Haus", "house"), ("système", "system"), ("Titel", "TITEL"),
+                                                ("Edge", "East's"), ("Qt", "Q"), ("Daemon", "daemon")])
 
 
 def test_what_a_translation_keeps_as_written():

@@ -13,11 +13,13 @@ is kept inside its parent's span), siblings do not overlap, and every tag is wri
 sent. The contents of code, kbd, samp, pre and of elements marked
 translate="no" are translated with their sentence for its sense, and written back as sent.
 
-An element holding one word that a translation keeps as written (`written_as_is`: a word with a digit, with
-`_ / . : + @ #` inside, or with a capital after its first letter: versions, paths, file names, acronyms,
-CamelCase names) whose word the sentence's translation lost is written back as sent too: in place of the one or
-two target words aligned to it, else where its neighbours put it. A small model drops or bends such words (in
-docs/benchmarks.md's documents, 220 of 395 sentences lost the bold word), and a user who marked one wants it.
+An element holding one word that the sentence's translation lost is written back as sent too, where the word
+is one a translation keeps as written (`written_as_is`: a word with a digit, with `_ / . : + @ #` inside, or
+with a capital after its first letter: versions, paths, file names, acronyms, CamelCase names), in place of the
+one or two target words aligned to it, else where its neighbours put it; or where a target word aligned to it
+is a failed copy of it (`near_copy`: Blobley for Blobby, ipmilocate for ipmi-locate), in place of that word. A
+small model drops or bends such words (in docs/benchmarks.md's documents, 220 of 395 sentences lost the bold
+word), and a user who marked one wants it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 from mt.documents.html_events import Event, html_events
 from mt.documents.text import split_text
@@ -49,6 +52,21 @@ def written_as_is(word: str) -> bool:
     its characters, or with a capital after its first character. Lower-case words with hyphens (apt-get, but
     also well-known) are not: a language's own words are written so too."""
     return bool(word) and not any(c.isspace() for c in word) and AS_IS.search(word) is not None
+
+
+NEAR_COPY = 0.75  # how alike (difflib's ratio) a target word must be to count as a failed copy
+AROUND = "([{\"'«“" + TRAILING  # punctuation a target word may carry around a copy
+
+
+def near_copy(word: str, written: str) -> bool:
+    """Whether the target word `written` is a failed copy of the source word `word` (Blobley for Blobby,
+    ipmilocate for ipmi-locate): a name's or a command's word (a capital or a hyphen in it: système for
+    system is a translation), first letters in the same case (house for Haus is one too), and NEAR_COPY alike
+    ignoring case and the punctuation around it, but not the same word in other case (TITEL, chosen)."""
+    bare = written.strip(AROUND)
+    return (len(word) > 2 and bare != "" and (word != word.lower() or "-" in word)
+            and bare[0].isupper() == word[0].isupper() and bare.lower() != word.lower()
+            and SequenceMatcher(None, word.lower(), bare.lower()).ratio() >= NEAR_COPY)
 
 
 @dataclass(frozen=True)
@@ -346,17 +364,33 @@ class _Placer:
         return next((f for f in found if any(s < f[1] and f[0] < t for s, t in spans)), found[0]) if found else None
 
     def _written(self, e: Element) -> tuple[int, int] | None:
-        """For an element holding one word kept as written (`written_as_is`) that the translation lost: its
-        word becomes the element's text (`written`), in place of the one or two target words aligned to it,
-        else where its neighbours put it."""
+        """For an element holding one word that the translation lost (see the module's docstring), the span its
+        word is written in (`written`): a failed copy of it aligned to it; else, for a word kept as written, the
+        one or two target words aligned to it, or where its neighbours put it. None for other elements."""
         own = self.source[e.start:e.end].strip()
-        if e.kept is not None or e.children or not written_as_is(own):
+        words = self._words(e)
+        if e.kept is not None or e.children or not own or any(c.isspace() for c in own) or not words:
+            return None
+        targets = sorted({j for i in words for j in self.aligned.get(i, [])})
+        if words[0] > 0:  # a sentence's first word: capitalised whatever it is (Programs, Programme)
+            copy = next((j for j in targets if near_copy(own, self.text[slice(*self.tgt_words[j])])), None)
+            if copy is not None:
+                e.written = own
+                return self._trimmed(*self.tgt_words[copy], own)
+        if not written_as_is(own):
             return None
         e.written = own
-        targets = sorted({j for i in self._words(e) for j in self.aligned.get(i, [])})
         if targets and targets[-1] - targets[0] < 2:
             return self._aligned(e)
         return (self._position(e.start),) * 2
+
+    def _trimmed(self, start: int, end: int, own: str) -> tuple[int, int]:
+        """[start, end) without the punctuation around it that `own` lacks ("(Berkeleyfilter)" for Berkeley)."""
+        while end - 1 > start and self.text[end - 1] in AROUND and not own.endswith(self.text[end - 1]):
+            end -= 1
+        while start + 1 < end and self.text[start] in AROUND and not own.startswith(self.text[start]):
+            start += 1
+        return start, end
 
     def _aligned(self, e: Element) -> tuple[int, int] | None:
         """From the first to the last target word aligned to the element's words."""

@@ -372,7 +372,7 @@ class _Placer:
         if e.kept is not None or e.children or not own or any(c.isspace() for c in own) or not words:
             return None
         targets = sorted({j for i in words for j in self.aligned.get(i, [])})
-        if words[0] > 0:  # a sentence's first word: capitalised whatever it is (Programs, Programme)
+        if words[0] > 0 or own[0].islower():  # a sentence's first capital may be grammar's (Programs, Programme)
             copy = next((j for j in targets if near_copy(own, self.text[slice(*self.tgt_words[j])])), None)
             if copy is not None:
                 e.written = own

@@ -4,7 +4,7 @@ tests/test_server.py."""
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import HtmlDocument, near_copy, written_as_is
+from mt.documents.inline_markup import HtmlDocument, near_copy, rendered_with_fragments, written_as_is
 from mt.documents.runs import RunsParagraph
 
 
@@ -84,6 +84,24 @@ def test_a_marked_name_the_translation_garbled_is_written_in_place_of_the_failed
     assert out == "<p><b>Blobley</b> is there.</p>"
     _, out = translated("<p>Das <b>Haus</b> ist da.</p>", ("The house is there.", "0-0 1-1 2-2 3-3"))
     assert out == "<p>The <b>house</b> is there.</p>"
+
+
+def test_a_marked_name_the_model_copies_when_alone_is_written_where_the_translation_lost_it():
+    """The words of lost one-word elements are asked for alone (names and capitalised words, not lower-case
+    ones); one the model writes unchanged alone is written in place of the word aligned to it."""
+    doc = HtmlDocument("<p>Nutze <b>Edge</b> oder <i>Firefox</i> und <u>nicht</u> <s>Lynx</s> hier.</p>")
+    given = [("Use East or Fox and no here.", "0-0 1-1 2-2 3-3 4-4 5-5 7-6")]
+    asked = []
+
+    def alone(words):
+        asked.append(words)
+        return [{"Edge": "Edge", "Firefox": "fire fox.", "Lynx": "Lynx"}[w] for w in words]
+    out = rendered_with_fragments(lambda: doc.render(given), alone)
+    assert asked == [["Edge", "Firefox", "Lynx"]]  # once, in order; not nicht (lower case)
+    assert out == "<p>Use <b>Edge</b> or <i>Fox</i> and <u>no</u> <s>Lynx</s> here.</p>"
+    copied = rendered_with_fragments(lambda: doc.render(given), lambda words: words)  # every word copied alone
+    assert copied == out.replace("<i>Fox</i>", "<i>Firefox</i>")
+    assert HtmlDocument("<p>Nutze <b>Edge</b>.</p>").render([("Use Edge.", "0-0 1-1")]) == "<p>Use <b>Edge</b>.</p>"
 
 
 def test_what_a_failed_copy_is():

@@ -10,6 +10,7 @@ from mt.config import DecodeConfig
 from mt.decoding.lines import LineText, translate_lines
 from mt.decoding.protocol import Translator
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
+from mt.documents.inline_markup import rendered_with_fragments
 from mt.errors import MtError
 from mt.files import atomic_write
 
@@ -36,7 +37,12 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
 
     lines = [LineText(sentence.strip(), i) for i, sentence in enumerate(document.sentences)]
     found = translate_lines(tr, lines, opts, on_truncate=truncated, alignment=True) if lines else []
-    translated = document.render([(per[0].text, per[0].alignment) for per in found])
+
+    def alone(words: list[str]) -> list[str]:  # the words of lost inline elements, each translated alone
+        return [per[0].text for per in translate_lines(tr, [LineText(w, i) for i, w in enumerate(words)], opts)]
+
+    translated = rendered_with_fragments(lambda: document.render([(per[0].text, per[0].alignment) for per in found]),
+                                         alone)
     if output is None:
         sys.stdout.buffer.write(translated)
     else:

@@ -17,15 +17,19 @@ An element holding one word that the sentence's translation lost is written back
 is one a translation keeps as written (`written_as_is`: a word with a digit, with `_ / . : + @ #` inside, or
 with a capital after its first letter: versions, paths, file names, acronyms, CamelCase names), in place of the
 one or two target words aligned to it, else where its neighbours put it; or where a target word aligned to it
-is a failed copy of it (`near_copy`: Blobley for Blobby, ipmilocate for ipmi-locate), in place of that word. A
-small model drops or bends such words (in docs/benchmarks.md's documents, 220 of 395 sentences lost the bold
-word), and a user who marked one wants it.
+is a failed copy of it (`near_copy`: Blobley for Blobby, ipmilocate for ipmi-locate), in place of that word; or
+where the model, asked for the word alone, writes it unchanged (a name: Edge, Microsoft), as the first. The words
+to ask for alone are found while rendering (`Fragments`): a caller renders, translates the words asked for,
+and renders again (`rendered_with_fragments`). A small model drops or bends such words (in docs/benchmarks.md's
+documents, 220 of 395 sentences lost the bold word), and a user who marked one wants it.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
@@ -56,6 +60,51 @@ def written_as_is(word: str) -> bool:
 
 NEAR_COPY = 0.75  # how alike (difflib's ratio) a target word must be to count as a failed copy
 AROUND = "([{\"'«“" + TRAILING  # punctuation a target word may carry around a copy
+
+
+class Fragments:
+    """The words of lost one-word elements, asked for while rendering with it (`render`), and then, once the
+    caller has translated them (`given`), what the model writes for each alone."""
+
+    def __init__(self):
+        self.asked: dict[str, None] = {}  # in the order asked
+        self.given: dict[str, str] | None = None
+
+    def render(self, render: Callable[[], object]):
+        """render() with this object consulted by every element placed meanwhile (in this thread)."""
+        token = _FRAGMENTS.set(self)
+        try:
+            return render()
+        finally:
+            _FRAGMENTS.reset(token)
+
+    def copied(self, word: str) -> bool:
+        """Whether the model writes `word` unchanged when asked for it alone; False (and `word` asked for) before
+        the translations are given."""
+        if self.given is None:
+            self.asked.setdefault(word)
+            return False
+        return self.given.get(word, "").strip(AROUND) == word
+
+
+_FRAGMENTS: ContextVar[Fragments | None] = ContextVar("fragments", default=None)
+
+
+def asking_for_fragments() -> bool:
+    """Whether this render only finds the words to ask for (its output is thrown away; a document that writes
+    into itself must not)."""
+    fragments = _FRAGMENTS.get()
+    return fragments is not None and fragments.given is None
+
+
+def rendered_with_fragments(render: Callable[[], object], translate: Callable[[list[str]], list[str]]):
+    """render() once to find the words to ask for alone (its output thrown away), then, once `translate` has
+    translated them, for good."""
+    fragments = Fragments()
+    fragments.render(render)
+    words = list(fragments.asked)
+    fragments.given = dict(zip(words, translate(words))) if words else {}
+    return fragments.render(render)
 
 
 def near_copy(word: str, written: str) -> bool:
@@ -365,8 +414,9 @@ class _Placer:
 
     def _written(self, e: Element) -> tuple[int, int] | None:
         """For an element holding one word that the translation lost (see the module's docstring), the span its
-        word is written in (`written`): a failed copy of it aligned to it; else, for a word kept as written, the
-        one or two target words aligned to it, or where its neighbours put it. None for other elements."""
+        word is written in (`written`): a failed copy of it aligned to it; else, for a word kept as written or
+        one the model writes unchanged alone (`Fragments`), the one or two target words aligned to it, or where
+        its neighbours put it. None for other elements."""
         own = self.source[e.start:e.end].strip()
         words = self._words(e)
         if e.kept is not None or e.children or not own or any(c.isspace() for c in own) or not words:
@@ -377,7 +427,9 @@ class _Placer:
             if copy is not None:
                 e.written = own
                 return self._trimmed(*self.tgt_words[copy], own)
-        if not written_as_is(own):
+        fragments = _FRAGMENTS.get()
+        name = own != own.lower() or not own.isalpha()  # a lower-case word alone is no name: not asked for
+        if not written_as_is(own) and not (fragments is not None and name and fragments.copied(own)):
             return None
         e.written = own
         if targets and targets[-1] - targets[0] < 2:

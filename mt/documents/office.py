@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.archives import check_members, refuse_dtd
+from mt.documents.inline_markup import asking_for_fragments
 from mt.documents.runs import RunsParagraph
 from mt.errors import MtError, needs
 
@@ -52,9 +53,14 @@ class _OfficeDocument:
         self.sentences = [s for t in self.translators for s in t.sentences]
 
     def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+        """The translated file; the document itself is written to, so only once: while the words of lost inline
+        elements are being asked for (mt/documents/inline_markup.py `Fragments`) nothing is written."""
         given = iter(translations)
-        for runs, translator in zip(self.pieces, self.translators):
-            _write(runs, translator.render(given), self.dialect)
+        placed = [translator.render(given) for translator in self.translators]
+        if asking_for_fragments():
+            return b""
+        for runs, segments in zip(self.pieces, placed):
+            _write(runs, segments, self.dialect)
         out = io.BytesIO()
         self.save(out)
         return out.getvalue()

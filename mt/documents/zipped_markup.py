@@ -5,6 +5,7 @@ both formats require."""
 
 from __future__ import annotations
 
+import copy
 import io
 import zipfile
 from pathlib import Path
@@ -63,5 +64,6 @@ class ZippedMarkup:
                 data = self.zip.read(member) if page is None else \
                     page.render([next(given) for _ in page.sentences]).encode("utf-8")
                 kind = zipfile.ZIP_STORED if member.filename == "mimetype" else zipfile.ZIP_DEFLATED
-                archive.writestr(member, data, compress_type=kind)
+                # A copy: writestr sets the entry's offsets, and the source archive is read again by a second render
+                archive.writestr(copy.copy(member), data, compress_type=kind)
         return out.getvalue()

@@ -36,7 +36,7 @@ from mt.serving.decode_thread import DecodeWorker, Overloaded
 from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
 from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
-from mt.documents.inline_markup import HtmlDocument
+from mt.documents.inline_markup import Fragments, HtmlDocument
 from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
 from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
 from mt.serving.long_sentences import fit_to_model, joined_translations
@@ -90,13 +90,17 @@ async def translate(request: Request) -> JSONResponse:
         raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
     # HTML's inline markup goes back where the word alignment of each whole sentence puts it.
     found = await _translate_texts(request, served, sentences, alternatives + 1, glossary, alignment=fmt == "html")
-    results, alts, at = [], [], 0
-    for document in documents:
-        n = len(document.sentences)
-        mine, at = found[at:at + n], at + n
-        results.append(document.render([hyps[0] for hyps in mine]))
-        alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine])
-                     for i in range(1, alternatives + 1)])
+
+    def render() -> tuple[list[str], list[list[str]]]:
+        results, alts, at = [], [], 0
+        for document in documents:
+            n = len(document.sentences)
+            mine, at = found[at:at + n], at + n
+            results.append(document.render([hyps[0] for hyps in mine]))
+            alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine])
+                         for i in range(1, alternatives + 1)])
+        return results, alts
+    results, alts = await _rendered(request, served, render, glossary)
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if alternatives:
         answer["alternatives"] = alts if isinstance(q, list) else alts[0]
@@ -167,7 +171,7 @@ async def translate_file(request: Request) -> JSONResponse:
     data = await upload.read()
     document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename))
     found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
-    translated = await run_in_threadpool(document.render, [per[0] for per in found])
+    translated = await _rendered(request, served, lambda: document.render([per[0] for per in found]), {})
     name = await run_in_threadpool(request.app.state.files.keep, translated, upload.filename)
     return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
@@ -179,6 +183,17 @@ async def download_file(request: Request) -> Response:
     if path is None:
         raise HttpError(404, f"no translated file {name!r} (files are kept {KEEP_S / 60:.0f} minutes)")
     return FileResponse(path, filename=name.split(".", 1)[1])
+
+
+async def _rendered(request: Request, served: ServedModel, render, glossary: dict[str, str]):
+    """render() off the event loop, as mt/documents/inline_markup.py `rendered_with_fragments` does: once to find
+    the words of lost inline elements to translate alone, then for good."""
+    fragments = Fragments()
+    await run_in_threadpool(fragments.render, render)
+    words = list(fragments.asked)
+    alone = await _translate_texts(request, served, words, 1, glossary) if words else []
+    fragments.given = {word: hyps[0][0] for word, hyps in zip(words, alone)}
+    return await run_in_threadpool(fragments.render, render)
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,

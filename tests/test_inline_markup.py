@@ -77,8 +77,10 @@ def test_a_marked_name_the_translation_garbled_is_written_in_place_of_the_failed
     assert out == "<p>The game (<b>Blobby</b>) is there.</p>"
     _, out = translated("<p>Nutze <i>ipmi-locate</i> jetzt.</p>", ("Use ipmilocate now.", "0-0 1-1 2-2"))
     assert out == "<p>Use <i>ipmi-locate</i> now.</p>"
-    _, out = translated("<p><i>ipmi-locate</i> ist da.</p>", ("ipmilocate is there.", "0-0 1-1 2-2"))
+    _, out = translated("<p><i>ipmi-locate</i> ist da.</p>", ("Ipmilocate is there.", "0-0 1-1 2-2"))
     assert out == "<p><i>ipmi-locate</i> is there.</p>"  # a sentence's first word, in lower case: a command's
+    _, out = translated("<p><i>Mt-st</i> ist da.</p>", ("Mttst is there.", "0-0 1-1 2-2"))
+    assert out == "<p><i>Mt-st</i> is there.</p>"  # not only letters: no word whose capital is grammar's
     # A capitalised first word, and a word translated rather than copied, keep the translation's word.
     _, out = translated("<p><b>Blobby</b> ist da.</p>", ("Blobley is there.", "0-0 1-1 2-2"))
     assert out == "<p><b>Blobley</b> is there.</p>"

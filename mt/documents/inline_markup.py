@@ -107,14 +107,15 @@ def rendered_with_fragments(render: Callable[[], object], translate: Callable[[l
     return fragments.render(render)
 
 
-def near_copy(word: str, written: str) -> bool:
+def near_copy(word: str, written: str, first: bool = False) -> bool:
     """Whether the target word `written` is a failed copy of the source word `word` (Blobley for Blobby,
     ipmilocate for ipmi-locate): a name's or a command's word (a capital or a hyphen in it: système for
     system is a translation), first letters in the same case (house for Haus is one too), and NEAR_COPY alike
-    ignoring case and the punctuation around it, but not the same word in other case (TITEL, chosen)."""
+    ignoring case and the punctuation around it, but not the same word in other case (TITEL, chosen). `first`:
+    `written` starts its sentence, where a capital is grammar's (Bmcconfig for bmc-config)."""
     bare = written.strip(AROUND)
     return (len(word) > 2 and bare != "" and (word != word.lower() or "-" in word)
-            and bare[0].isupper() == word[0].isupper() and bare.lower() != word.lower()
+            and (first or bare[0].isupper() == word[0].isupper()) and bare.lower() != word.lower()
             and SequenceMatcher(None, word.lower(), bare.lower()).ratio() >= NEAR_COPY)
 
 
@@ -422,8 +423,8 @@ class _Placer:
         if e.kept is not None or e.children or not own or any(c.isspace() for c in own) or not words:
             return None
         targets = sorted({j for i in words for j in self.aligned.get(i, [])})
-        if words[0] > 0 or own[0].islower():  # a sentence's first capital may be grammar's (Programs, Programme)
-            copy = next((j for j in targets if near_copy(own, self.text[slice(*self.tgt_words[j])])), None)
+        if words[0] > 0 or not own.isalpha() or own[0].islower():  # else a first capital may be grammar's
+            copy = next((j for j in targets if near_copy(own, self.text[slice(*self.tgt_words[j])], j == 0)), None)
             if copy is not None:
                 e.written = own
                 return self._trimmed(*self.tgt_words[copy], own)

@@ -100,7 +100,7 @@ async def translate(request: Request) -> JSONResponse:
             alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine])
                          for i in range(1, alternatives + 1)])
         return results, alts
-    results, alts = await _rendered(request, served, render, glossary)
+    results, alts = await _rendered(request, served, render, glossary) if fmt == "html" else render()
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if alternatives:
         answer["alternatives"] = alts if isinstance(q, list) else alts[0]

@@ -1,0 +1,92 @@
+"""Which word aligner places inline markup better: mt's attention alignment (`--alignment`, what documents use)
+or eflomal's (Östling and Tiedemann 2016, the aligner `mt clean` uses), measured where the right place is known.
+
+The paragraphs are bench_documents.py's: dev lines with a token copied unchanged from source to reference. Where
+the translation holds the token once, the right target span of a tag around it is that word. Each aligner's
+links place the tag alone, without the copied-text rule that mt/documents/inline_markup.py applies first (the
+span from the first to the last target word aligned to the token, its trailing punctuation cut): placed right
+when the span is exactly the token. eflomal is fitted to the training corpus together with the (source,
+translation) pairs, lower-cased and cut at white space as the placer counts words, and its forward links
+(source word -> target words) are used, as attention's are.
+
+    .venv/bin/python scripts/bench_alignment.py [--model runs/demo/checkpoint_best.pt] [--train-lines 42840]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_documents  # noqa: E402
+
+from mt.decoding.lines import LineText, translate_lines  # noqa: E402
+from mt.decoding.loading import load_translator  # noqa: E402
+from mt.documents.inline_markup import WORD, Element, _Placer  # noqa: E402
+
+DATA = bench_documents.DATA
+
+
+def eflomal_links(sources: list[str], targets: list[str], train_lines: int) -> list[str]:
+    """eflomal's forward links of each (source, target) pair, fitted with the first `train_lines` training pairs."""
+    import eflomal
+
+    train_src = (DATA / "train.de").read_text(encoding="utf-8").splitlines()[:train_lines]
+    train_tgt = (DATA / "train.en").read_text(encoding="utf-8").splitlines()[:train_lines]
+    src = [" ".join(line.lower().split()) for line in train_src + sources]
+    tgt = [" ".join(line.lower().split()) for line in train_tgt + targets]
+    with tempfile.TemporaryDirectory(prefix="mt-align-") as folder:
+        links = Path(folder, "forward")
+        eflomal.Aligner().align(src, tgt, links_filename_fwd=str(links), quiet=True)
+        found = links.read_text(encoding="utf-8").splitlines()
+    return found[len(train_src):]
+
+
+def placed_right(source: str, token: str, text: str, links: str) -> bool | None:
+    """Whether the links alone put a tag around `token`'s source word exactly around its one occurrence in
+    `text`; None where the translation does not hold it once."""
+    pattern = rf"(?<![\w-]){re.escape(token)}(?![\w-])"
+    held = [m.span() for m in re.finditer(pattern, text)]
+    if len(held) != 1:
+        return None
+    at = re.search(pattern, source)
+    pairs = [tuple(map(int, link.split("-"))) for link in links.split()]
+    placer = _Placer(source, [m.span() for m in WORD.finditer(source)], text,
+                     [m.span() for m in WORD.finditer(text)], pairs)
+    span = placer._aligned(Element(at.start(), at.end(), "<b>", "</b>"))
+    return span == held[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(bench_documents.ROOT / "runs" / "demo" / "checkpoint_best.pt"))
+    ap.add_argument("--lines", type=int, default=883)
+    ap.add_argument("--train-lines", type=int, default=42840)
+    args = ap.parse_args()
+    items = bench_documents.paragraphs(args.lines)
+    tr = load_translator(args.model, "cpu")
+    with torch.inference_mode():
+        found = translate_lines(tr, [LineText(s, i) for i, (s, _, _) in enumerate(items)], tr.cfg.decode,
+                                alignment=True)
+    texts = [per[0].text for per in found]
+    start = time.perf_counter()
+    fitted = eflomal_links([s for s, _, _ in items], texts, args.train_lines)
+    seconds = time.perf_counter() - start
+    rows = {"attention (mt --alignment)": [per[0].alignment or "" for per in found],
+            f"eflomal, fitted with {args.train_lines} training pairs ({seconds:.0f} s)": fitted}
+    print(f"{len(items)} paragraphs; translations holding their token once are scored")
+    print("| aligner | tags placed right by the links alone |\n|---|---:|")
+    for name, links in rows.items():
+        judged = [placed_right(s, tok, t, a) for (s, _, tok), t, a in zip(items, texts, links)]
+        scored = [j for j in judged if j is not None]
+        print(f"| {name} | {sum(scored)}/{len(scored)} ({100 * sum(scored) / len(scored):.1f}%) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -69,6 +69,22 @@ def test_inference_logits_equal_plain_torchs():
     torch.testing.assert_close(fast, plain, atol=TOLERANCE, rtol=0)
 
 
+def test_the_projection_through_a_kept_transpose_follows_weights_written_in_place():
+    """A decoding step's projection multiplies by W^T kept between calls; an optimizer step or a loaded state
+    writes W in place, and the next projection uses the new W (as F.linear does)."""
+    x = torch.randn(4, 8)
+    weight, bias, kept = torch.randn(20, 8), torch.randn(20), kernels.Transposed()
+    with torch.inference_mode():
+        first = kernels.projection(x, weight, bias, kept)
+        torch.testing.assert_close(first, F.linear(x, weight, bias), atol=TOLERANCE, rtol=0)
+    with torch.no_grad():
+        weight.mul_(2.0)  # in place, as an optimizer or load_state_dict writes
+    with torch.inference_mode():
+        torch.testing.assert_close(kernels.projection(x, weight, bias, kept), F.linear(x, weight, bias),
+                                   atol=TOLERANCE, rtol=0)
+        torch.testing.assert_close(kernels.projection(x, weight, None, kept), x @ weight.t(), atol=TOLERANCE, rtol=0)
+
+
 def _decode(model, sources, plain: bool, beam_size: int, nbest: int):
     opts = DecodeConfig(beam_size=beam_size, alpha=0.6, max_len_a=1.0, max_len_b=10, batch_tokens=4096)
     with kernels.plain_torch(plain):

@@ -63,14 +63,25 @@ AROUND = "([{\"'«“" + TRAILING  # punctuation a target word may carry around 
 
 
 class Fragments:
-    """The words of lost one-word elements, asked for while rendering with it (`render`), and then, once the
-    caller has translated them (`given`), what the model writes for each alone."""
+    """A document rendered twice: first to find the words of lost one-word elements to ask for alone (`find`),
+    then for good with what the model writes for each alone (`rendered`). A caller translates between the two,
+    as it can: `rendered_with_fragments` in one call, a server awaiting its decoder."""
 
     def __init__(self):
         self.asked: dict[str, None] = {}  # in the order asked
         self.given: dict[str, str] | None = None
 
-    def render(self, render: Callable[[], object]):
+    def find(self, render: Callable[[], object]) -> list[str]:
+        """The words render() asks for alone (its output is thrown away)."""
+        self._render(render)
+        return list(self.asked)
+
+    def rendered(self, render: Callable[[], object], translations: list[str]):
+        """render() for good, given the translations alone of the words `find` returned, in its order."""
+        self.given = dict(zip(self.asked, translations))
+        return self._render(render)
+
+    def _render(self, render: Callable[[], object]):
         """render() with this object consulted by every element placed meanwhile (in this thread)."""
         token = _FRAGMENTS.set(self)
         try:
@@ -101,10 +112,8 @@ def rendered_with_fragments(render: Callable[[], object], translate: Callable[[l
     """render() once to find the words to ask for alone (its output thrown away), then, once `translate` has
     translated them, for good."""
     fragments = Fragments()
-    fragments.render(render)
-    words = list(fragments.asked)
-    fragments.given = dict(zip(words, translate(words))) if words else {}
-    return fragments.render(render)
+    words = fragments.find(render)
+    return fragments.rendered(render, translate(words) if words else [])
 
 
 def near_copy(word: str, written: str, first: bool = False) -> bool:

@@ -189,11 +189,9 @@ async def _rendered(request: Request, served: ServedModel, render, glossary: dic
     """render() off the event loop, as mt/documents/inline_markup.py `rendered_with_fragments` does: once to find
     the words of lost inline elements to translate alone, then for good."""
     fragments = Fragments()
-    await run_in_threadpool(fragments.render, render)
-    words = list(fragments.asked)
+    words = await run_in_threadpool(fragments.find, render)
     alone = await _translate_texts(request, served, words, 1, glossary) if words else []
-    fragments.given = {word: hyps[0][0] for word, hyps in zip(words, alone)}
-    return await run_in_threadpool(fragments.render, render)
+    return await run_in_threadpool(fragments.rendered, render, [hyps[0][0] for hyps in alone])
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,

@@ -33,6 +33,7 @@ import sacrebleu
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import ROOT, exported, prepare_lt, start_lt, start_mt  # noqa: E402
 import document_files  # noqa: E402
+from mt.serving.models import DEFAULT_PARALLEL_BATCHES  # noqa: E402
 
 DATA = ROOT / "data" / "ddtp-de-en"
 TOKEN = re.compile(r"^[\w.\-/+]+$")
@@ -117,7 +118,7 @@ def plain(url: str, items, size: int) -> list[str]:
     return out
 
 
-def latency_during_a_large_document(url: str, pages: int) -> dict:
+def latency_during_a_large_document(name: str, url: str, pages: int) -> dict:
     """Seconds of one-sentence requests (one every 0.5 s) alone, then while a document of `pages` pages (30 dev
     lines each, as paragraphs) is translated by POST /translate_file."""
     import threading
@@ -145,7 +146,7 @@ def latency_during_a_large_document(url: str, pages: int) -> dict:
     while not done.wait(0.5):
         during.append(one())
     ordered = sorted(during) or [float("nan")]
-    return {"pages": pages, "sentences": 30 * pages, "document_seconds": round(took["seconds"], 1),
+    return {"server": name, "pages": pages, "sentences": 30 * pages, "document_seconds": round(took["seconds"], 1),
             "alone_median_ms": round(1000 * sorted(alone)[len(alone) // 2], 1),
             "during_median_ms": round(1000 * ordered[len(ordered) // 2], 1),
             "during_p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 1), "probes": len(during)}
@@ -235,7 +236,7 @@ def main() -> None:
         formats = [f for f in args.formats.split(",") if f and f != "none"]
         file_rows = [by_files("mt serve", url, fmt, items, args.paragraphs) for fmt in formats]
         if args.large_pages:
-            print(json.dumps(latency_during_a_large_document(url, args.large_pages)), flush=True)
+            print(json.dumps(latency_during_a_large_document("mt serve", url, args.large_pages)), flush=True)
         if "fragments" in servers:
             start = time.perf_counter()
             rows.append(score("fragment by fragment (mt serve, format text)", by_fragments(url, items), items,
@@ -247,6 +248,14 @@ def main() -> None:
         try:
             file_rows += [by_files("mt serve, CTranslate2 export", url, fmt, items, args.paragraphs)
                           for fmt in formats]
+        finally:
+            proc.stop()
+    if "mt-export" in servers and args.large_pages:  # at mt serve's default, two calls at once
+        proc, url = start_mt(str(exported(args.model, work)), ("de", "en"), True, "cpu", work, name="mt-export",
+                             parallel_batches=DEFAULT_PARALLEL_BATCHES)
+        try:
+            print(json.dumps(latency_during_a_large_document("mt serve, CTranslate2 export", url,
+                                                             args.large_pages)), flush=True)
         finally:
             proc.stop()
     if "libretranslate" in servers:

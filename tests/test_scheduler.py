@@ -167,3 +167,39 @@ def test_submissions_take_turns_so_a_short_request_does_not_wait_for_a_long_docu
     scheduler.submit([Waiting(100, None, 5)])  # a one-sentence request that came after it
     order = [[w.id for w in part] for part in scheduler._admitted()]
     assert order[:2] == [[0, 1], [100]] and sorted(i for part in order for i in part) == [*range(8), 100]
+
+
+def test_a_short_request_steps_ahead_of_a_bulk_one_which_still_steps_every_bulk_every(monkeypatch):
+    """In `mt serve`, a document's sentences (more than BULK_TOKENS) decode in a search of their own, stepped
+    only every BULK_EVERY steps while a short request decodes; each gets the output it gets alone."""
+    from mt.decoding import model_backend
+    from mt.decoding.protocol import Work
+
+    monkeypatch.setattr(model_backend, "BULK_TOKENS", 40)
+    monkeypatch.setattr(model_backend, "BULK_EVERY", 3)
+    backend = ModelBackend(random_model(VOCAB, seed=3))
+    opts = DecodeConfig(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=20, batch_tokens=4096)
+    document = Work(_requests(random_sources(12, VOCAB, seed=5), opts))
+    short = Work(_requests(random_sources(1, VOCAB, seed=9), opts))
+    assert sum(len(r.source) + 1 for r in document.requests) > 40 >= len(short.requests[0].source) + 1
+    stepped = []
+    real_step = Scheduler.step
+    monkeypatch.setattr(Scheduler, "step", lambda self: stepped.append(self) or real_step(self))
+    engine = backend.engine(join_every=1)
+    engine.add([document])
+    engine.step()
+    engine.add([short])
+    turns = []  # the searches each step of the engine stepped
+    while short.hypotheses is None:
+        before = len(stepped)
+        engine.step()
+        turns.append(stepped[before:])
+    bulk = next(group.scheduler for (is_bulk, _), group in engine.groups.items() if is_bulk)
+    assert document.hypotheses is None and len(turns) >= 3
+    assert [len(turn) for turn in turns] == [2 if i % 3 == 2 else 1 for i in range(len(turns))]
+    assert [bulk in turn for turn in turns] == [i % 3 == 2 for i in range(len(turns))]  # every third step
+    while engine.stepping:
+        engine.step()
+    for work in (document, short):
+        assert [[h.tokens for h in hyps] for hyps in work.hypotheses] == [
+            [h.tokens for h in _alone(backend, r)] for r in work.requests]

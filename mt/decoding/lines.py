@@ -110,10 +110,12 @@ class LineBatch:
                 part()
         return results
 
-    def attention_parts(self, results: list[list[Hypothesis]], backend: Backend) -> list[Callable[[], None]]:
-        """Calls, one per static batch of opts.batch_tokens, that each give their hypotheses of `results` their
-        cross-attention over the source (`Backend.attention`): a server runs them one at a time between decoding
-        steps, so a long document's alignment does not hold the decode thread for all of it at once."""
+    def attention_parts(self, results: list[list[Hypothesis]], backend: Backend,
+                        tokens: int | None = None) -> list[Callable[[], None]]:
+        """Calls, one per static batch of `tokens` source tokens (default opts.batch_tokens), that each give their
+        hypotheses of `results` their cross-attention over the source (`Backend.attention`): a server runs them one
+        at a time between decoding steps, so a long document's alignment does not hold the decode thread for all
+        of it at once."""
         pairs = [(list(r.source), h) for r, per in zip(self.requests, results) if r is not None for h in per]
 
         def part(index: list[int]) -> Callable[[], None]:
@@ -122,7 +124,8 @@ class LineBatch:
                 for j, weights in zip(index, found):
                     pairs[j][1].attention = weights
             return run
-        return [part(index) for index in static_batches([len(s) + 1 for s, _ in pairs], self.opts.batch_tokens)]
+        widths = [len(s) + 1 for s, _ in pairs]
+        return [part(index) for index in static_batches(widths, tokens or self.opts.batch_tokens)]
 
 
 def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *, nbest: int = 1,

@@ -31,6 +31,13 @@ from mt.decoding.sampling import Sampler
 from mt.decoding.search import BeamSearch, GreedySearch
 from mt.data.tokenizer import Tokenizer
 
+# In `mt serve`, a request of more than BULK_TOKENS source tokens (a document of more than about 60 sentences)
+# decodes in a batch of its own, stepped while no shorter request decodes, and at least every BULK_EVERY steps of
+# theirs. One-sentence requests while a 100-page document decoded in the same batch: about 1.8 s (p50), each step
+# holding the document's hundreds of rows (docs/benchmarks.md).
+BULK_TOKENS = 2048
+BULK_EVERY = 16
+
 
 @dataclass
 class ModelBackend:
@@ -95,6 +102,7 @@ class _Found:
     work: Work
     rows: dict[tuple[int, int], list[Hypothesis]] = field(default_factory=dict)  # (request, row) -> hypotheses
     left: int = 0  # rows still decoding or waiting
+    bulk: bool = False  # whether its requests decode in the bulk searches (BULK_TOKENS)
 
     def hypotheses(self, rows_per_request: list[int]) -> list[list[Hypothesis]]:
         return [[h for j in range(rows) for h in self.rows[k, j]] for k, rows in enumerate(rows_per_request)]
@@ -109,9 +117,10 @@ class SteppingEngine:
 
     def __init__(self, backend: ModelBackend, hooks: DecodeHooks | None = None, join_every: int | None = None):
         self.backend, self.hooks, self.join_every = backend, hooks or DecodeHooks(), join_every
-        self.groups: dict[tuple, _Group] = {}
+        self.groups: dict[tuple, _Group] = {}  # (bulk, the requests' group) -> its search
         self.found: dict[Work, _Found] = {}
         self.ids = itertools.count()
+        self.steps = 0  # steps of short requests' batches since a bulk batch last stepped
 
     @property
     def stepping(self) -> bool:
@@ -127,7 +136,8 @@ class SteppingEngine:
     def add(self, works: list[Work]) -> None:
         """Each work's requests wait to join their group's search, a group's in one submission."""
         for work in works:
-            found = self.found[work] = _Found(work)
+            bulk = self.join_every is not None and sum(len(r.source) + 1 for r in work.requests) > BULK_TOKENS
+            found = self.found[work] = _Found(work, bulk=bulk)
             for index in grouped(work.requests):
                 self._submit(found, [(k, work.requests[k]) for k in index])
             if not work.requests:
@@ -135,7 +145,7 @@ class SteppingEngine:
                 work.deliver([])
 
     def _submit(self, found: _Found, requests: list[tuple[int, SentenceRequest]]) -> None:
-        group = self._group(requests[0][1])
+        group = self._group(requests[0][1], found.bulk)
         search, items = group.scheduler.search, []
         search.reserve([request for _, request in requests])
         for k, request in requests:
@@ -146,13 +156,14 @@ class SteppingEngine:
         found.left += len(items)
         group.scheduler.submit(items)
 
-    def _group(self, request: SentenceRequest) -> _Group:
-        if request.group not in self.groups:
+    def _group(self, request: SentenceRequest, bulk: bool) -> _Group:
+        key = (bulk, request.group)
+        if key not in self.groups:
             search, policy, rows = self.backend.new_search(request, join_running=self.join_every is not None)
             if self.join_every is not None:
                 policy = replace(policy, join_every=self.join_every)
-            self.groups[request.group] = _Group(Scheduler(search, policy), rows)
-        return self.groups[request.group]
+            self.groups[key] = _Group(Scheduler(search, policy), rows)
+        return self.groups[key]
 
     def cancel(self, work: Work) -> None:
         found = self.found.get(work)
@@ -165,11 +176,14 @@ class SteppingEngine:
             del self.found[work]
 
     def step(self) -> None:
-        """One step of every group's search that has rows or sentences waiting; the works whose every row has
-        ended get their hypotheses."""
-        for group in list(self.groups.values()):
-            if group.scheduler.idle:
-                continue
+        """One step of every group's search that has rows or sentences waiting (a bulk one's only while no other
+        is busy, or after BULK_EVERY steps of theirs); the works whose every row has ended get their
+        hypotheses."""
+        busy = [(bulk, group) for (bulk, _), group in self.groups.items() if not group.scheduler.idle]
+        short = any(not bulk for bulk, _ in busy)
+        self.steps = self.steps + 1 if short else 0
+        bulk_turn = not short or self.steps % BULK_EVERY == 0
+        for group in [group for bulk, group in busy if bulk_turn or not bulk]:
             ended = group.scheduler.step()
             self.hooks.step(group.scheduler.search.rows + len(ended))
             for row_id, hyps in ended:
@@ -178,11 +192,9 @@ class SteppingEngine:
                 found.left -= 1
                 if found.left == 0:
                     del self.found[found.work]
-                    if len(found.rows) == sum(map(self._rows, found.work.requests)):  # none dropped by `cancel`
-                        found.work.deliver(found.hypotheses([self._rows(r) for r in found.work.requests]))
-
-    def _rows(self, request: SentenceRequest) -> int:
-        return self.groups[request.group].rows
+                    rows = [self.groups[found.bulk, r.group].rows for r in found.work.requests]
+                    if len(found.rows) == sum(rows):  # none dropped by `cancel`
+                        found.work.deliver(found.hypotheses(rows))
 
     def held(self) -> list[Work]:
         works = [found.work for found in self.found.values()]

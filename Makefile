@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2,serve,hf,documents]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,ct2,serve,hf,documents,pdf]"
 	touch $(STAMP)
 
 # Optimum's ONNX exporter (the onnx extra) needs transformers < 4.58, older than the tests' own: the tests run it

@@ -269,8 +269,9 @@ def translate(
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
     input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .md "
-                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub; else lines), lines, "
-                                              "text, html, markdown, srt, vtt, docx, pptx, odt, odp or epub.")] = "auto",
+                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub .pdf; else lines), "
+                                              "lines, text, html, markdown, srt, vtt, docx, pptx, odt, odp, epub "
+                                              "or pdf.")] = "auto",
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,

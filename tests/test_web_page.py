@@ -176,9 +176,9 @@ def test_page_file_tab_uploads_a_document_and_links_the_translation(served, brow
     assert download.status_code == 200
     assert download.content == (tmp_path / "offline.html").read_bytes()
 
-    (tmp_path / "notes.pdf").write_bytes(b"%PDF-1.4")
-    browser.find_element(By.ID, "source-file").send_keys(str(tmp_path / "notes.pdf"))
+    (tmp_path / "notes.rtf").write_bytes(b"{\\rtf1 Notizen}")
+    browser.find_element(By.ID, "source-file").send_keys(str(tmp_path / "notes.rtf"))
     browser.find_element(By.ID, "translate-button").click()
     error = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "error").text)
-    assert "notes.pdf: mt translates .docx" in error
+    assert "notes.rtf: mt translates .docx" in error
     assert not browser.find_elements(By.ID, "download-link")

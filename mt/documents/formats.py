@@ -9,16 +9,17 @@ from mt.documents.inline_markup import HtmlDocument
 from mt.documents.markdown import MarkdownDocument
 from mt.documents.office import DocxDocument, PptxDocument
 from mt.documents.opendocument import OdpDocument, OdtDocument
+from mt.documents.pdf import PdfDocument
 from mt.documents.subtitles import SrtDocument, VttDocument
 from mt.documents.text import TextDocument
 from mt.errors import MtError
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
               ".srt": "srt", ".vtt": "vtt", ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".odp": "odp",
-              ".epub": "epub"}
+              ".epub": "epub", ".pdf": "pdf"}
 FROM_TEXT = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # read from UTF-8 text
 FROM_BYTES = {"srt": SrtDocument, "vtt": VttDocument, "docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument,
-              "odp": OdpDocument, "epub": EpubDocument}  # read from the file's bytes
+              "odp": OdpDocument, "epub": EpubDocument, "pdf": PdfDocument}  # read from the file's bytes
 FORMATS = (*FROM_TEXT, *FROM_BYTES)
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 

@@ -1,0 +1,165 @@
+"""PDF files (PyMuPDF, which LibreTranslate's argos-translate-files uses too) translated block by block.
+
+Each text block of a page (PyMuPDF's paragraph: lines that belong together) is translated whole, its lines
+joined with a space (a word hyphenated at a line's end is joined back), and its spans of one look (font, size,
+bold, italic, colour) are runs put back around the words aligned to their own (mt/documents/runs.py). The
+block's source text is removed with a redaction that spares images and drawings, and the translation is
+written into the block's rectangle as HTML (`Page.insert_htmlbox`), shrunk to fit where it is longer.
+
+What it keeps: pages and their size, images, drawings, links, annotations, where each block is, and each run's
+size, colour, bold and italic. What it cannot keep: the fonts themselves (the text is written in PyMuPDF's
+built-in serif, sans-serif or monospace faces, by the span's kind), the lines' breaks and spacing inside a
+block (the translation is laid out again, smaller where it does not fit), text in images (scans have no text
+to translate: such a page comes back as it was), and vertical or rotated text (left as it is).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mt.documents.inline_markup import asking_for_fragments
+from mt.documents.runs import RunsParagraph
+from mt.errors import MtError, needs
+
+MAX_PAGES = 2000
+BOLD, ITALIC, SERIF, MONOSPACE = 16, 2, 4, 8  # PyMuPDF's span flags
+
+
+@dataclass(frozen=True)
+class _Look:
+    family: str  # serif, sans-serif or monospace
+    size: float
+    flags: int  # BOLD, ITALIC
+    color: int
+
+    @classmethod
+    def of(cls, span: dict) -> _Look:
+        """A span's look; its family by the font's name first (PDF writers often mark sans-serif fonts serif)."""
+        name, flags = span["font"].lower(), span["flags"]
+        if flags & MONOSPACE or any(word in name for word in ("mono", "courier", "consol")):
+            family = "monospace"
+        elif any(word in name for word in ("sans", "helvetica", "arial", "verdana", "calibri", "gothic")):
+            family = "sans-serif"
+        elif flags & SERIF or any(word in name for word in ("serif", "times", "roman")):
+            family = "serif"
+        else:
+            family = "sans-serif"
+        return cls(family, round(span["size"], 1), flags & (BOLD | ITALIC), span["color"])
+
+    def css(self) -> str:
+        return (f"font-family: {self.family}; font-size: {self.size:.1f}px; color: #{self.color:06x};"
+                f" font-weight: {'bold' if self.flags & BOLD else 'normal'};"
+                f" font-style: {'italic' if self.flags & ITALIC else 'normal'}")
+
+
+@dataclass
+class _Block:
+    page: int
+    rect: tuple[float, float, float, float]
+    lines: list[tuple[float, float, float, float]]  # each line's rectangle: what the redaction removes
+    looks: list[_Look] = field(default_factory=list)  # a run's look
+    texts: list[str] = field(default_factory=list)  # a run's text
+
+    def add(self, look: _Look, text: str) -> None:
+        if not text:
+            return
+        if self.looks and self.looks[-1] == look:
+            self.texts[-1] += text
+        else:
+            self.looks.append(look)
+            self.texts.append(text)
+
+    def end_line(self, next_text: str) -> None:
+        """Between two lines: a word hyphenated at the line's end is joined back, else a space."""
+        last = self.texts[-1] if self.texts else ""
+        if last.endswith("-") and last[-2:-1].isalpha() and next_text[:1].islower():
+            self.texts[-1] = last[:-1]
+        elif last and not last[-1].isspace():
+            self.texts[-1] += " "
+
+
+class PdfDocument:
+    """`sentences` to translate; `render` gives the translated PDF's bytes."""
+
+    def __init__(self, data: bytes, name: Path):
+        self.pymupdf = needs("pymupdf", "PyMuPDF", "pdf")
+        self.data, self.name = data, name
+        with _opened(self.pymupdf, data, name) as doc:
+            flags = self.pymupdf.TEXTFLAGS_DICT & ~(self.pymupdf.TEXT_PRESERVE_LIGATURES |
+                                                    self.pymupdf.TEXT_PRESERVE_IMAGES)
+            self.blocks = [block for number, page in enumerate(doc) for block in _blocks(page, number, flags)]
+        self.translators = [RunsParagraph(block.texts) for block in self.blocks]
+        self.sentences = [s for t in self.translators for s in t.sentences]
+
+    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+        given = iter(translations)
+        placed = [translator.render(given) for translator in self.translators]
+        if asking_for_fragments():  # only the words of lost runs are wanted (mt/documents/inline_markup.py)
+            return b""
+        pymupdf = self.pymupdf
+        with _opened(pymupdf, self.data, self.name) as doc:
+            for number in sorted({block.page for block in self.blocks}):
+                page = doc[number]
+                blocks = [(b, s) for b, s in zip(self.blocks, placed) if b.page == number]
+                links = page.get_links()
+                for block, _ in blocks:
+                    for line in block.lines:
+                        page.add_redact_annot(line)
+                page.apply_redactions(images=pymupdf.PDF_REDACT_IMAGE_NONE,
+                                      graphics=pymupdf.PDF_REDACT_LINE_ART_NONE)
+                _put_back(page, links)
+                for block, segments in blocks:
+                    page.insert_htmlbox(pymupdf.Rect(block.rect), _html(block, segments), scale_low=0)
+            return doc.tobytes(garbage=3, deflate=True)
+
+
+def _opened(pymupdf, data: bytes, name: Path):
+    if b"%PDF-" not in data[:1024]:  # PyMuPDF would read other kinds of file (XPS, images, text) as well
+        raise MtError(f"{name}: not a readable PDF (no %PDF- header)")
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception as e:  # PyMuPDF raises FileDataError, or RuntimeError from MuPDF, for a file it cannot read
+        raise MtError(f"{name}: not a readable PDF ({type(e).__name__}: {e})") from None
+    if doc.needs_pass:
+        doc.close()
+        raise MtError(f"{name}: an encrypted PDF (it needs a password): mt translates unencrypted PDF files")
+    if doc.page_count > MAX_PAGES:
+        doc.close()
+        raise MtError(f"{name}: {doc.page_count} pages, more than the {MAX_PAGES} mt translates in one PDF")
+    return doc
+
+
+def _blocks(page, number: int, flags: int) -> list[_Block]:
+    """The page's horizontal text blocks that hold a letter, their spans merged into runs of one look."""
+    found = []
+    for raw in page.get_text("dict", flags=flags)["blocks"]:
+        lines = [line for line in raw.get("lines", []) if any(s["text"].strip() for s in line["spans"])]
+        if not lines or any(tuple(line["dir"]) != (1.0, 0.0) for line in lines):
+            continue
+        block = _Block(number, tuple(raw["bbox"]), [tuple(line["bbox"]) for line in lines])
+        for i, line in enumerate(lines):
+            if i:
+                block.end_line(line["spans"][0]["text"].lstrip())
+            for span in line["spans"]:
+                text = span["text"].lstrip() if not block.texts or block.texts[-1][-1:].isspace() else span["text"]
+                block.add(_Look.of(span), text)
+        block.texts = [t.rstrip() if i == len(block.texts) - 1 else t for i, t in enumerate(block.texts)]
+        if any(c.isalpha() for t in block.texts for c in t):
+            found.append(block)
+    return found
+
+
+def _put_back(page, links: list[dict]) -> None:
+    """The links a redaction removed (it removes those over the text), written again."""
+    kept = {(tuple(link["from"]), link.get("uri"), link.get("page")) for link in page.get_links()}
+    for link in links:
+        if (tuple(link["from"]), link.get("uri"), link.get("page")) not in kept:
+            page.insert_link({k: v for k, v in link.items() if k not in ("xref", "id")})
+
+
+def _html(block: _Block, segments: list[tuple[int, str]]) -> str:
+    """The block's translation as HTML: a span per segment, in its run's look."""
+    return "".join(f'<span style="{block.looks[run].css()}">{html.escape(text, quote=False)}</span>'
+                   for run, text in segments)

@@ -1,0 +1,91 @@
+"""PDF files (mt/documents/pdf.py): each text block translated whole, read back by pypdf as well as by PyMuPDF,
+with the pages, images, links and the runs' bold kept; through `mt translate -i` and `/translate_file`."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import pymupdf
+import pypdf
+import pytest
+
+from tests.conftest import one_error_line, run_mt
+from tests.test_documents import SENTENCES, file_server, model, plain  # noqa: F401 (fixtures)
+from tests.test_marian import spm_models  # noqa: F401 (a fixture)
+
+
+def _pdf(sentences: list[str]) -> bytes:
+    """Two pages: a sentence per block on the first, the second sentence's second word in bold, an image and a
+    link over that block; a page number alone on the second (no letter: not translated)."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), sentences[0], fontname="helv", fontsize=11)
+    words = sentences[1].split()
+    writer = pymupdf.TextWriter(page.rect)
+    writer.append((72, 120), words[0] + " ", font=pymupdf.Font("helv"), fontsize=11)
+    writer.append(writer.last_point, words[1], font=pymupdf.Font("hebo"), fontsize=11)
+    writer.append(writer.last_point, " " + " ".join(words[2:]), font=pymupdf.Font("helv"), fontsize=11)
+    writer.write_text(page)
+    pixels = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 8, 8), False)
+    pixels.set_rect(pixels.irect, (200, 30, 30))
+    page.insert_image(pymupdf.Rect(300, 300, 340, 340), pixmap=pixels)
+    page.insert_link({"kind": pymupdf.LINK_URI, "from": pymupdf.Rect(72, 108, 300, 124), "uri": "https://example.org"})
+    doc.new_page(width=400, height=300).insert_text((72, 72), "- 2 -", fontname="helv", fontsize=9)
+    return doc.tobytes()
+
+
+def _blocks_text(data: bytes) -> list[list[str]]:
+    """Each page's text blocks, by PyMuPDF, white space made single spaces."""
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        return [[" ".join(b[4].split()) for b in page.get_text("blocks") if b[4].strip()] for page in doc]
+
+
+def _checked(source: bytes, translated: bytes, expected: list[str]) -> None:
+    assert _blocks_text(translated) == [expected, ["- 2 -"]]
+    reader = pypdf.PdfReader(io.BytesIO(translated))  # another library reads it too
+    first = " ".join(reader.pages[0].extract_text().split())
+    assert first == " ".join(expected) and SENTENCES[0] not in first
+    before, after = pymupdf.open(stream=source, filetype="pdf"), pymupdf.open(stream=translated, filetype="pdf")
+    assert [p.rect for p in after] == [p.rect for p in before]
+    assert len(after[0].get_images()) == 1
+    assert [(link["from"], link["uri"]) for link in after[0].get_links()] == [
+        (link["from"], link["uri"]) for link in before[0].get_links()]
+    spans = [s for b in after[0].get_text("dict")["blocks"] for line in b.get("lines", []) for s in line["spans"]]
+    assert any(s["flags"] & 16 and s["text"].strip() for s in spans)  # a bold run: where, tests/test_inline_markup.py
+    assert all(s["size"] <= 11 for s in spans)
+
+
+def test_pdf_blocks_are_translated_whole_keeping_pages_images_links_and_bold(model, tmp_path):  # noqa: F811
+    source = _pdf(SENTENCES)
+    (tmp_path / "in.pdf").write_bytes(source)
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.pdf", "-o", tmp_path / "out.pdf")
+    _checked(source, (tmp_path / "out.pdf").read_bytes(), plain(model, SENTENCES[:2]))
+
+
+def test_translate_file_takes_a_pdf(file_server, model, tmp_path):  # noqa: F811
+    source = _pdf(SENTENCES)
+    answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
+                              files={"file": ("Bericht.pdf", source)})
+    assert answer.status_code == 200, answer.text
+    download = httpx.get(answer.json()["translatedFileUrl"], timeout=60)
+    _checked(source, download.content, plain(model, SENTENCES[:2]))
+    assert ".pdf" in file_server.get("/frontend/settings").json()["supportedFilesFormat"]
+
+
+@pytest.mark.parametrize("case", ["lies", "encrypted", "truncated"])
+def test_bad_pdfs_are_one_line_each_and_write_nothing(model, tmp_path, case):  # noqa: F811
+    if case == "lies":
+        data, message = b"<html>not a PDF</html>", "not a readable PDF"
+    elif case == "encrypted":
+        doc = pymupdf.open()
+        doc.new_page().insert_text((72, 72), SENTENCES[0])
+        data = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="secret", owner_pw="owner")
+        message = "an encrypted PDF (it needs a password): mt translates unencrypted PDF files"
+    else:
+        data, message = _pdf(SENTENCES)[:200], "not a readable PDF"
+    path, out = tmp_path / f"{case}.pdf", tmp_path / "out.pdf"
+    path.write_bytes(data)
+    line = one_error_line(run_mt("translate", "-c", model, "-i", path, "-o", out, check=False))
+    assert line.startswith(f"error: {path}: {message}"), line
+    assert not out.exists()

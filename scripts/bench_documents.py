@@ -180,7 +180,7 @@ def by_files(name: str, url: str, fmt: str, items, size: int) -> dict:
         chunk = items[i:i + size]
         data = document_files.build(fmt, [marked(s, t) for s, _, t in chunk])
         translated = upload(url, f"doc{i}{document_files.EXTENSION[fmt]}", data)
-        got, ok = document_files.read(fmt, translated, [t for _, _, t in chunk])
+        got, ok = document_files.read(fmt, translated, [t for _, _, t in chunk], data)
         texts += got[:len(chunk)] + [""] * (len(chunk) - len(got))
         placed += ok
         count += 1

@@ -7,10 +7,10 @@ import io
 import re
 import zipfile
 
-FORMATS = ("html", "markdown", "docx", "pptx", "odt", "odp", "epub", "srt")
+FORMATS = ("html", "markdown", "docx", "pptx", "odt", "odp", "epub", "srt", "pdf")
 EXTENSION = {"html": ".html", "markdown": ".md", "docx": ".docx", "pptx": ".pptx", "odt": ".odt", "odp": ".odp",
-             "epub": ".epub", "srt": ".srt"}
-LIBRETRANSLATE = ("html", "docx", "pptx", "odt", "odp", "epub", "srt")  # LibreTranslate 1.9's file formats among them
+             "epub": ".epub", "srt": ".srt", "pdf": ".pdf"}
+LIBRETRANSLATE = ("html", "docx", "pptx", "odt", "odp", "epub", "srt", "pdf")  # LibreTranslate 1.9's among them
 ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>])")
 
@@ -27,6 +27,8 @@ def build(fmt: str, paragraphs) -> bytes:
         return "".join(f"{_md(b)}**{_md(t)}**{_md(a)}\n\n" for b, t, a in paragraphs).encode()
     if fmt == "html":
         return f"<html><body>\n{_html(paragraphs)}</body></html>\n".encode()
+    if fmt == "pdf":
+        return _pdf(paragraphs)
     if fmt == "srt":
         return "".join(f"{i + 1}\n00:00:{i:02d},000 --> 00:00:{i:02d},900\n{b}<b>{t}</b>{a}\n\n"
                        for i, (b, t, a) in enumerate(paragraphs)).encode()
@@ -72,6 +74,53 @@ def build(fmt: str, paragraphs) -> bytes:
                 p.add_run().text = a
         prs.save(out)
     return out.getvalue()
+
+
+def _pdf(paragraphs) -> bytes:
+    """An A4 PDF laid out by PyMuPDF's Story from the paragraphs' HTML: a text block per paragraph."""
+    import pymupdf
+
+    out = io.BytesIO()
+    writer, story = pymupdf.DocumentWriter(out), pymupdf.Story(_html(paragraphs), user_css="p {font-size: 11px}")
+    more = True
+    while more:
+        device = writer.begin_page(pymupdf.paper_rect("a4"))
+        more, _ = story.place(pymupdf.paper_rect("a4") + (56, 56, -56, -56))
+        story.draw(device)
+        writer.end_page()
+    writer.close()
+    return out.getvalue()
+
+
+def _read_pdf(data: bytes, source: bytes) -> list[list[tuple[str, bool]]]:
+    """Each source paragraph's spans (text, bold) in the translated PDF: every text block of the output goes to
+    the source block (a paragraph) whose rectangle holds its centre, since a server may write a paragraph as one
+    block (mt) or a block per span (LibreTranslate); a space between two lines, ligatures (fi) as letters."""
+    import pymupdf
+
+    flags = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES
+
+    def blocks(pdf: bytes) -> list[tuple[int, dict]]:
+        with pymupdf.open(stream=pdf, filetype="pdf") as doc:
+            return [(number, block) for number, page in enumerate(doc)
+                    for block in page.get_text("dict", flags=flags)["blocks"] if block.get("lines")]
+
+    paragraphs = blocks(source)
+    found: list[list[tuple[str, bool]]] = [[] for _ in paragraphs]
+    for number, block in blocks(data):
+        x, y = (block["bbox"][0] + block["bbox"][2]) / 2, (block["bbox"][1] + block["bbox"][3]) / 2
+        at = next((i for i, (page, p) in enumerate(paragraphs) if page == number and
+                   p["bbox"][0] - 2 <= x <= p["bbox"][2] + 30 and p["bbox"][1] - 2 <= y <= p["bbox"][3] + 2), None)
+        if at is None:
+            continue
+        if found[at] and not found[at][-1][0].endswith((" ", "-")):
+            found[at].append((" ", False))
+        for i, line in enumerate(block["lines"]):
+            for j, span in enumerate(line["spans"]):
+                last = j == len(line["spans"]) - 1 and i < len(block["lines"]) - 1
+                found[at].append((span["text"] + (" " if last and not span["text"].endswith("-") else ""),
+                                  bool(span["flags"] & 16)))
+    return found
 
 
 def _md(text: str) -> str:
@@ -131,8 +180,9 @@ def _read_opendocument(data: bytes) -> list[list[tuple[str, bool]]]:
     return paragraphs
 
 
-def read(fmt: str, data: bytes, tokens: list[str]) -> tuple[list[str], int]:
-    """(each paragraph's text, how many paragraphs have their token, alone, in bold)."""
+def read(fmt: str, data: bytes, tokens: list[str], source: bytes = b"") -> tuple[list[str], int]:
+    """(each paragraph's text, how many paragraphs have their token, alone, in bold); a PDF's paragraphs are
+    found by where the `source` PDF had them."""
     if fmt == "markdown":
         units = [u for u in data.decode("utf-8").split("\n\n") if u.strip()]
         placed = sum(f"**{_md(t)}**" in u for u, t in zip(units, tokens))
@@ -150,6 +200,8 @@ def read(fmt: str, data: bytes, tokens: list[str]) -> tuple[list[str], int]:
     runs = []
     if fmt in ("odt", "odp"):
         runs = _read_opendocument(data)
+    elif fmt == "pdf":
+        runs = _read_pdf(data, source)
     elif fmt == "docx":
         import docx
 

@@ -1,7 +1,7 @@
 """PDF files (PyMuPDF, which LibreTranslate's argos-translate-files uses too) translated block by block.
 
 Each text block of a page (PyMuPDF's paragraph: lines that belong together) is translated whole, its lines
-joined with a space (a word hyphenated at a line's end is joined back), and its spans of one look (font, size,
+joined with a space (none after a hyphen at a line's end: apt-get stays whole), and its spans of one look (font, size,
 bold, italic, colour) are runs put back around the words aligned to their own (mt/documents/runs.py). The
 block's source text is removed with a redaction that spares images and drawings, and the translation is
 written into the block's rectangle as HTML (`Page.insert_htmlbox`), shrunk to fit where it is longer.
@@ -71,12 +71,13 @@ class _Block:
             self.looks.append(look)
             self.texts.append(text)
 
-    def end_line(self, next_text: str) -> None:
-        """Between two lines: a word hyphenated at the line's end is joined back, else a space."""
+    def end_line(self) -> None:
+        """Between two lines a space; none after a hyphen, which is kept (apt-get, Debian-Paket), unless it is a
+        soft hyphen (U+00AD), which is dropped."""
         last = self.texts[-1] if self.texts else ""
-        if last.endswith("-") and last[-2:-1].isalpha() and next_text[:1].islower():
+        if last.endswith("\u00ad"):
             self.texts[-1] = last[:-1]
-        elif last and not last[-1].isspace():
+        elif last and not last[-1].isspace() and not (last.endswith("-") and last[-2:-1].isalpha()):
             self.texts[-1] += " "
 
 
@@ -141,7 +142,7 @@ def _blocks(page, number: int, flags: int) -> list[_Block]:
         block = _Block(number, tuple(raw["bbox"]), [tuple(line["bbox"]) for line in lines])
         for i, line in enumerate(lines):
             if i:
-                block.end_line(line["spans"][0]["text"].lstrip())
+                block.end_line()
             for span in line["spans"]:
                 text = span["text"].lstrip() if not block.texts or block.texts[-1][-1:].isspace() else span["text"]
                 block.add(_Look.of(span), text)

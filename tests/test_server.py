@@ -128,6 +128,24 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
         assert running.stop() == 0
 
 
+def test_an_exported_model_places_inline_tags_as_mt_translate_does(exported, tmp_path):
+    """format html through an export: its alignment pass runs in CTranslate2 calls off the decode thread, and
+    the page comes back as `mt translate -i page.html` writes it."""
+    lines = [line for line in dev_lines() if 4 <= len(line.split()) <= 12][:6]
+    page = "".join(f"<p>{' '.join(words[:2])} <b>{words[2]}</b> {' '.join(words[3:])}</p>\n"
+                   for words in (line.split() for line in lines))
+    (tmp_path / "in.html").write_text(page, encoding="utf-8")
+    run_mt("translate", "-c", exported, "-i", tmp_path / "in.html", "-o", tmp_path / "out.html")
+    running = RunningServer(exported)
+    try:
+        answer = running.post("/translate", json={"q": page, "source": "de", "target": "en", "format": "html"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["translatedText"] == (tmp_path / "out.html").read_text(encoding="utf-8")
+        assert answer.json()["translatedText"].count("<b>") == len(lines)
+    finally:
+        assert running.stop() == 0
+
+
 @pytest.mark.timing  # a comparison of two latencies: run alone, after the rest
 def test_parallel_batches_answer_a_short_request_while_a_long_one_decodes(exported):
     """--parallel-batches 2: CTranslate2 decodes two calls at once, so a one-line request that arrives while a

@@ -15,6 +15,7 @@ to translate: such a page comes back as it was), and vertical or rotated text (l
 
 from __future__ import annotations
 
+import contextlib
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,10 +88,12 @@ class PdfDocument:
     def __init__(self, data: bytes, name: Path):
         self.pymupdf = needs("pymupdf", "PyMuPDF", "pdf")
         self.data, self.name = data, name
+        flags = self.pymupdf.TEXTFLAGS_DICT & ~(self.pymupdf.TEXT_PRESERVE_LIGATURES | self.pymupdf.TEXT_PRESERVE_IMAGES)
         with _opened(self.pymupdf, data, name) as doc:
-            flags = self.pymupdf.TEXTFLAGS_DICT & ~(self.pymupdf.TEXT_PRESERVE_LIGATURES |
-                                                    self.pymupdf.TEXT_PRESERVE_IMAGES)
-            self.blocks = [block for number, page in enumerate(doc) for block in _blocks(page, number, flags)]
+            self.blocks = []
+            for number, page in enumerate(doc):
+                with _reading(name, number):
+                    self.blocks += _blocks(page, number, flags)
         self.translators = [RunsParagraph(block.texts) for block in self.blocks]
         self.sentences = [s for t in self.translators for s in t.sentences]
 
@@ -102,18 +105,32 @@ class PdfDocument:
         pymupdf = self.pymupdf
         with _opened(pymupdf, self.data, self.name) as doc:
             for number in sorted({block.page for block in self.blocks}):
-                page = doc[number]
-                blocks = [(b, s) for b, s in zip(self.blocks, placed) if b.page == number]
-                links = page.get_links()
-                for block, _ in blocks:
-                    for line in block.lines:
-                        page.add_redact_annot(line)
-                page.apply_redactions(images=pymupdf.PDF_REDACT_IMAGE_NONE,
-                                      graphics=pymupdf.PDF_REDACT_LINE_ART_NONE)
-                _put_back(page, links)
-                for block, segments in blocks:
-                    page.insert_htmlbox(pymupdf.Rect(block.rect), _html(block, segments), scale_low=0)
+                with _reading(self.name, number):
+                    _write(pymupdf, doc[number], [(b, s) for b, s in zip(self.blocks, placed) if b.page == number])
             return doc.tobytes(garbage=3, deflate=True)
+
+
+def _write(pymupdf, page, blocks: list[tuple[_Block, list[tuple[int, str]]]]) -> None:
+    """The page's blocks' source text removed (images and drawings spared), the links over it put back, and each
+    block's translation written into its rectangle."""
+    links = page.get_links()
+    for block, _ in blocks:
+        for line in block.lines:
+            page.add_redact_annot(line)
+    page.apply_redactions(images=pymupdf.PDF_REDACT_IMAGE_NONE, graphics=pymupdf.PDF_REDACT_LINE_ART_NONE)
+    _put_back(page, links)
+    for block, segments in blocks:
+        page.insert_htmlbox(pymupdf.Rect(block.rect), _html(block, segments), scale_low=0)
+
+
+@contextlib.contextmanager
+def _reading(name: Path, number: int):
+    """MuPDF's errors on a page (a broken content stream, a font it cannot load) as one line naming the page."""
+    try:
+        yield
+    except Exception as e:  # PyMuPDF raises MuPDF's errors as several kinds
+        raise MtError(f"{name}: page {number + 1}: PyMuPDF could not read or write it ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
 
 def _opened(pymupdf, data: bytes, name: Path):

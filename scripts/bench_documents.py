@@ -118,13 +118,13 @@ def plain(url: str, items, size: int) -> list[str]:
     return out
 
 
-def latency_during_a_large_document(name: str, url: str, pages: int) -> dict:
+def latency_during_a_large_document(name: str, url: str, pages: int, fmt: str = "html") -> dict:
     """Seconds of one-sentence requests (one every 0.5 s) alone, then while a document of `pages` pages (30 dev
     lines each, as paragraphs) is translated by POST /translate_file."""
     import threading
 
     lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()
-    document = "".join(f"<p>{html.escape(lines[i % len(lines)], quote=False)}</p>\n" for i in range(30 * pages))
+    document = document_files.build(fmt, [(lines[i % len(lines)], "", "") for i in range(30 * pages)])
     probe = "Ein einfacher Texteditor für die Kommandozeile."
 
     def one() -> float:
@@ -137,7 +137,7 @@ def latency_during_a_large_document(name: str, url: str, pages: int) -> dict:
 
     def translate_large():
         start = time.perf_counter()
-        translated_file_url(url, "large.html", document.encode())
+        translated_file_url(url, "large" + document_files.EXTENSION[fmt], document)
         took["seconds"] = time.perf_counter() - start
         done.set()
 
@@ -146,7 +146,7 @@ def latency_during_a_large_document(name: str, url: str, pages: int) -> dict:
     while not done.wait(0.5):
         during.append(one())
     ordered = sorted(during) or [float("nan")]
-    return {"server": name, "pages": pages, "sentences": 30 * pages, "document_seconds": round(took["seconds"], 1),
+    return {"server": name, "format": fmt, "pages": pages, "sentences": 30 * pages, "document_seconds": round(took["seconds"], 1),
             "alone_median_ms": round(1000 * sorted(alone)[len(alone) // 2], 1),
             "during_median_ms": round(1000 * ordered[len(ordered) // 2], 1),
             "during_p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 1), "probes": len(during)}
@@ -218,6 +218,8 @@ def main() -> None:
                     help="formats sent to /translate_file of both servers (none: skip)")
     ap.add_argument("--large-pages", type=int, default=100,
                     help="one-sentence latency while a document of this many pages (30 dev lines a page) translates")
+    ap.add_argument("--large-format", default="html", choices=document_files.FORMATS,
+                    help="the large document's format")
     args = ap.parse_args()
     items = paragraphs(args.lines)
     docs = html_documents(items, args.paragraphs)
@@ -236,7 +238,8 @@ def main() -> None:
         formats = [f for f in args.formats.split(",") if f and f != "none"]
         file_rows = [by_files("mt serve", url, fmt, items, args.paragraphs) for fmt in formats]
         if args.large_pages:
-            print(json.dumps(latency_during_a_large_document("mt serve", url, args.large_pages)), flush=True)
+            print(json.dumps(latency_during_a_large_document("mt serve", url, args.large_pages, args.large_format)),
+                  flush=True)
         if "fragments" in servers:
             start = time.perf_counter()
             rows.append(score("fragment by fragment (mt serve, format text)", by_fragments(url, items), items,
@@ -255,7 +258,7 @@ def main() -> None:
                              parallel_batches=DEFAULT_PARALLEL_BATCHES)
         try:
             print(json.dumps(latency_during_a_large_document("mt serve, CTranslate2 export", url,
-                                                             args.large_pages)), flush=True)
+                                                             args.large_pages, args.large_format)), flush=True)
         finally:
             proc.stop()
     if "libretranslate" in servers:

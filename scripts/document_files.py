@@ -16,7 +16,7 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>])")
 
 
 def _html(paragraphs) -> str:
-    return "".join(f"<p>{html.escape(b, quote=False)}<b>{html.escape(t, quote=False)}</b>"
+    return "".join(f"<p>{html.escape(b, quote=False)}" + (f"<b>{html.escape(t, quote=False)}</b>" if t else "") +
                    f"{html.escape(a, quote=False)}</p>\n" for b, t, a in paragraphs)
 
 

@@ -173,19 +173,25 @@ def upload(url: str, filename: str, data: bytes) -> bytes:
         return response.read()
 
 
-def by_files(name: str, url: str, fmt: str, items, size: int) -> dict:
-    """Each document of `size` paragraphs as a `fmt` file through /translate_file: placement, BLEU, files/min."""
-    texts, placed, start, count = [], 0, time.perf_counter(), 0
-    for i in range(0, len(items), size):
-        chunk = items[i:i + size]
-        data = document_files.build(fmt, [marked(s, t) for s, _, t in chunk])
-        translated = upload(url, f"doc{i}{document_files.EXTENSION[fmt]}", data)
-        got, ok = document_files.read(fmt, translated, [t for _, _, t in chunk], data)
+def by_files(name: str, url: str, fmt: str, items, size: int, clients: int = 1) -> dict:
+    """Each document of `size` paragraphs as a `fmt` file through /translate_file, `clients` documents at a time
+    (each client sends its next when its last comes back): placement, BLEU, files/min."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    files = [document_files.build(fmt, [marked(s, t) for s, _, t in chunk]) for chunk in chunks]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        translated = list(pool.map(lambda k: upload(url, f"doc{k}{document_files.EXTENSION[fmt]}", files[k]),
+                                   range(len(files))))
+    seconds, count = time.perf_counter() - start, len(files)
+    texts, placed = [], 0
+    for chunk, data, out in zip(chunks, files, translated):
+        got, ok = document_files.read(fmt, out, [t for _, _, t in chunk], data)
         texts += got[:len(chunk)] + [""] * (len(chunk) - len(got))
         placed += ok
-        count += 1
-    seconds = time.perf_counter() - start
     bleu = sacrebleu.corpus_bleu(texts, [[r for _, r, _ in items]]).score
+    name += f", {clients} clients" if clients > 1 else ""
     row = {"server": name, "format": fmt, "paragraphs": len(items), "tags_placed": placed,
            "accuracy": round(100 * placed / len(items), 1), "bleu": round(bleu, 2),
            "documents_per_min": round(60 * count / seconds, 1), "seconds": round(seconds, 1)}
@@ -218,6 +224,7 @@ def main() -> None:
                     help="formats sent to /translate_file of both servers (none: skip)")
     ap.add_argument("--large-pages", type=int, default=100,
                     help="one-sentence latency while a document of this many pages (30 dev lines a page) translates")
+    ap.add_argument("--clients", type=int, default=1, help="documents sent to /translate_file at a time")
     ap.add_argument("--large-format", default="html", choices=document_files.FORMATS,
                     help="the large document's format")
     args = ap.parse_args()
@@ -236,7 +243,7 @@ def main() -> None:
             rows.append(score("mt serve, format html", by_documents(url, docs), items, time.perf_counter() - start,
                               len(docs)))
         formats = [f for f in args.formats.split(",") if f and f != "none"]
-        file_rows = [by_files("mt serve", url, fmt, items, args.paragraphs) for fmt in formats]
+        file_rows = [by_files("mt serve", url, fmt, items, args.paragraphs, args.clients) for fmt in formats]
         if args.large_pages:
             print(json.dumps(latency_during_a_large_document("mt serve", url, args.large_pages, args.large_format)),
                   flush=True)
@@ -247,9 +254,11 @@ def main() -> None:
     finally:
         proc.stop()
     if "mt-export" in servers and formats:  # mt serve of the CTranslate2 export LibreTranslate is given below
-        proc, url = start_mt(str(exported(args.model, work)), ("de", "en"), True, "cpu", work, name="mt-export")
+        # One client's document on every thread (--parallel-batches 1); several clients' at the default.
+        proc, url = start_mt(str(exported(args.model, work)), ("de", "en"), True, "cpu", work, name="mt-export",
+                             parallel_batches=1 if args.clients == 1 else DEFAULT_PARALLEL_BATCHES)
         try:
-            file_rows += [by_files("mt serve, CTranslate2 export", url, fmt, items, args.paragraphs)
+            file_rows += [by_files("mt serve, CTranslate2 export", url, fmt, items, args.paragraphs, args.clients)
                           for fmt in formats]
         finally:
             proc.stop()
@@ -268,8 +277,8 @@ def main() -> None:
             start = time.perf_counter()
             rows.append(score("LibreTranslate 1.9.6, format html", by_documents(url, docs), items,
                               time.perf_counter() - start, len(docs)))
-            file_rows += [by_files("LibreTranslate 1.9.6", url, fmt, items, args.paragraphs) for fmt in formats
-                          if fmt in document_files.LIBRETRANSLATE]
+            file_rows += [by_files("LibreTranslate 1.9.6", url, fmt, items, args.paragraphs, args.clients)
+                          for fmt in formats if fmt in document_files.LIBRETRANSLATE]
         finally:
             proc.stop()
     print(f"{len(items)} paragraphs with a copied token, from the first {args.lines} dev lines, in {len(docs)} "

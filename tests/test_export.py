@@ -231,3 +231,26 @@ def test_a_short_call_alone_decodes_on_every_thread_a_long_one_on_its_share(expo
     engine.close()
     assert used == ["alone", "share", "share"]
     assert [h.tokens for h in short.hypotheses[0]] == alone_tokens and len(long.hypotheses) == 60
+
+
+@pytest.mark.parametrize("beam_size,nbest", [(1, 1), (4, 2)])
+def test_the_attention_kept_while_searching_is_the_forced_pass(exported, beam_size, nbest):
+    """Asked for word alignment, an export keeps each hypothesis's cross-attention from its search (row 0 from a
+    one-step call, for beam search): the same, to float rounding, as forcing every hypothesis afterwards."""
+    from mt.decoding.lines import LineBatch, LineText, encode_lines
+
+    tr = load_translator(exported, "cpu")
+    lines = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:40]
+    opts = replace(tr.cfg.decode, beam_size=beam_size)
+    encoded = encode_lines(tr, [LineText(line, i) for i, line in enumerate(lines)])
+    batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions, attention=True)
+    found = tr.backend.search(batch.todo)
+    pairs = [(list(r.source), h) for r, per in zip(batch.todo, found) for h in per]
+    assert len(pairs) == nbest * len(batch.todo) and all(h.attention is not None for _, h in pairs)
+    forced = tr.backend.attention([source for source, _ in pairs], [h.tokens for _, h in pairs])
+    for (_, h), weights in zip(pairs, forced):
+        assert h.attention.shape == weights.shape
+        assert torch.allclose(h.attention, weights, atol=1e-5)
+    plain = LineBatch(encoded, opts, nbest, tr.backend.max_positions)  # the same search without the attention
+    assert [[h.tokens for h in per] for per in tr.backend.search(plain.todo)] == [[h.tokens for h in per]
+                                                                                 for per in found]

@@ -161,12 +161,13 @@ class Ct2Backend:
         prefixes = [list(r.prefix) for r in requests] if prefixed else None
         pieces = [[self.src_sp.id_to_piece(t) for t in source] for source in sources]
         target_prefix = [[self.tgt_sp.id_to_piece(t) for t in p] for p in prefixes] if prefixes else None
+        attention = any(r.attention for r in requests)
         if opts.sampling:
-            hyps = self._samples(pieces, max_len, opts, nbest, target_prefix)
+            hyps = self._samples(pieces, max_len, opts, nbest, target_prefix, attention)
         else:
-            hyps = self._search(pieces, max_len, opts, nbest, target_prefix)
-        return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob)
-                 for tokens, score, log_prob in per_source] for per_source in hyps]
+            hyps = self._search(pieces, max_len, opts, nbest, target_prefix, attention)
+        return [[Hypothesis([self.tgt_sp.piece_to_id(p) for p in tokens], score, log_prob, weights)
+                 for tokens, score, log_prob, weights in per_source] for per_source in hyps]
 
     def attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
         """CTranslate2's attention (the layer and heads `mt export` set, as mt/decoding/attention_alignment.py chooses) while it
@@ -181,7 +182,8 @@ class Ct2Backend:
                                                                             r.attention[0] else 0)[:len(t), :len(s)]
                 for r, s, t in zip(out, sources, targets)]
 
-    def _samples(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None):
+    def _samples(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None,
+                 attention: bool = False):
         """`nbest` samples per source, in the order drawn: each source repeated, one sample each (as mt draws).
         CTranslate2's sampler has one random stream per call (seeded from opts.seed), so unlike mt's, what a
         line draws depends on the lines that share its batch."""
@@ -190,17 +192,19 @@ class Ct2Backend:
         def repeat(values):
             return None if values is None else [v for v in values for _ in range(nbest)]
 
-        drawn = self._search(repeat(pieces), repeat(max_len), opts, 1, repeat(target_prefix))
+        drawn = self._search(repeat(pieces), repeat(max_len), opts, 1, repeat(target_prefix), attention)
         return [[h for one in drawn[i:i + nbest] for h in one] for i in range(0, len(drawn), nbest)]
 
-    def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None):
-        """(pieces, score, log-prob) hypotheses per source, best first. CTranslate2 takes one length limit per
-        call, so sources are searched with the largest limit, and those that ran past their own again with it."""
+    def _search(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None,
+                attention: bool = False):
+        """(pieces, score, log-prob, attention or None) hypotheses per source, best first. CTranslate2 takes one
+        length limit per call, so sources are searched with the largest limit, and those that ran past their own
+        again with it. With `attention`, each keeps its cross-attention from the search (`_kept_attention`)."""
         # min_decoding_length 0: CTranslate2 would otherwise forbid EOS at the first step, which mt allows.
         # Greedy search asks for plain log-probs; beam search ranks with CTranslate2's length ** alpha.
         options = dict(beam_size=opts.beam_size, num_hypotheses=nbest,
                        length_penalty=opts.alpha if opts.beam_size > 1 else 0.0, min_decoding_length=0,
-                       return_scores=True, return_end_token=True)
+                       return_scores=True, return_end_token=True, return_attention=attention)
         if opts.sampling:  # nbest samples of one draw each (CTranslate2's top-k 0 is the whole vocabulary, as mt's)
             options.update(beam_size=1, length_penalty=0.0, sampling_topk=opts.topk, sampling_topp=opts.topp,
                            sampling_temperature=opts.temperature)
@@ -215,9 +219,34 @@ class Ct2Backend:
                     target_prefix=[target_prefix[i] for i in over] if target_prefix else None, **options)
                 for i, r in zip(over, again):
                     out[i] = r
-        return [self._rescored(source, r, options["length_penalty"], opts.alpha) for source, r in zip(pieces, out)]
+        weights = self._kept_attention(pieces, out, options["beam_size"]) if attention else [None] * len(out)
+        return [self._rescored(source, r, options["length_penalty"], opts.alpha, w)
+                for source, r, w in zip(pieces, out, weights)]
 
-    def _rescored(self, source, result, ct2_alpha, alpha):
+    def _kept_attention(self, pieces, out, beam_size: int) -> list[list[torch.Tensor]]:
+        """Per source, each hypothesis's attention as `attention` gives it: its rows (one per target token, EOS
+        dropped) over the source's pieces. A beam search's row 0 (the first step) is not the step's attention in
+        CTranslate2 4.x (it matched a forced pass from row 1 on, not on row 0), so it is taken from a one-step
+        greedy call, which attends as every hypothesis's first step does: its cost is an encoder pass, against a
+        forced decoding of every target for `attention`."""
+        first = None
+        if beam_size > 1:
+            first = self.translator.translate_batch(pieces, beam_size=1, max_decoding_length=1,
+                                                    min_decoding_length=0, return_attention=True)
+        found = []
+        for k, (source, result) in enumerate(zip(pieces, out)):
+            per = []
+            for tokens, rows in zip(result.hypotheses, result.attention):
+                weights = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), -1) if rows else \
+                    torch.zeros(0, len(source))
+                weights = weights[:len(_without_end(tokens)), :len(source)]
+                if first is not None and len(weights):
+                    weights[0] = torch.tensor(first[k].attention[0][0], dtype=torch.float32)[:len(source)]
+                per.append(weights)
+            found.append(per)
+        return found
+
+    def _rescored(self, source, result, ct2_alpha, alpha, attention=None):
         """CTranslate2 scores are log-probs over length ** alpha (EOS counted); mt's are over the GNMT penalty
         ((5 + |Y|) / 6) ** alpha: re-score and re-rank. A hypothesis stopped at the length limit gets the
         log-prob of EOS after it (mt's search ends it with EOS there), from CTranslate2's scoring."""
@@ -227,8 +256,9 @@ class Ct2Backend:
             scored = self.translator.score_batch([source] * len(unended), [result.hypotheses[j] for j in unended])
             for j, s in zip(unended, scored):
                 log_probs[j] = sum(s.log_probs)
-        hyps = [(_without_end(tokens), lp) for tokens, lp in zip(result.hypotheses, log_probs)]
-        return sorted(((t, lp / length_penalty(len(t) + 1, alpha), lp) for t, lp in hyps), key=lambda h: -h[1])
+        hyps = [(_without_end(tokens), lp, w) for tokens, lp, w in zip(result.hypotheses, log_probs,
+                                                                      attention or [None] * len(log_probs))]
+        return sorted(((t, lp / length_penalty(len(t) + 1, alpha), lp, w) for t, lp, w in hyps), key=lambda h: -h[1])
 
 
 def _without_end(tokens: list[str]) -> list[str]:

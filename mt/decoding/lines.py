@@ -53,7 +53,7 @@ class LineText:
 
 
 def sentence_requests(lines: list[LineIds], opts: DecodeConfig, nbest: int, max_positions: int,
-                      on_truncate=None) -> list[SentenceRequest | None]:
+                      on_truncate=None, attention: bool = False) -> list[SentenceRequest | None]:
     """A request per line (None for an empty one with no prefix or terms, which is not decoded). A source too long for the model's
     positions is cut (`on_truncate(index, length, kept)`); a prefix too, and terms that cannot all fit are
     reported (`on_truncate(index, length, room, part)`). A line's length limit is a * source length + b, grown
@@ -76,7 +76,7 @@ def sentence_requests(lines: list[LineIds], opts: DecodeConfig, nbest: int, max_
         _report_cut(on_truncate, i, term_tokens, limit, "constraint terms")
         max_len = min(max(max_len, len(prefix)) + term_tokens, limit) if line.terms else max(max_len, len(prefix))
         requests.append(SentenceRequest(source, max_len, opts, line.line, nbest, prefix,
-                                        tuple(tuple(t) for t in line.terms)))
+                                        tuple(tuple(t) for t in line.terms), attention))
     return requests
 
 
@@ -94,9 +94,10 @@ class LineBatch:
     """Lines on their way through any backend, the one front end: `todo` the requests to decode (an empty line has
     none), then `hypotheses` of what the backend found, with every line's place kept."""
 
-    def __init__(self, lines: list[LineIds], opts: DecodeConfig, nbest: int, max_positions: int, on_truncate=None):
+    def __init__(self, lines: list[LineIds], opts: DecodeConfig, nbest: int, max_positions: int, on_truncate=None,
+                 attention: bool = False):
         self.opts = search_options(opts, nbest)
-        self.requests = sentence_requests(lines, self.opts, nbest, max_positions, on_truncate)
+        self.requests = sentence_requests(lines, self.opts, nbest, max_positions, on_truncate, attention)
         self.todo = [r for r in self.requests if r is not None]
 
     def hypotheses(self, found: list[list[Hypothesis]], attention_of: Backend | None = None) -> list[list[Hypothesis]]:
@@ -116,7 +117,8 @@ class LineBatch:
         hypotheses of `results` their cross-attention over the source (`Backend.attention`): a server runs them one
         at a time between decoding steps, so a long document's alignment does not hold the decode thread for all
         of it at once."""
-        pairs = [(list(r.source), h) for r, per in zip(self.requests, results) if r is not None for h in per]
+        pairs = [(list(r.source), h) for r, per in zip(self.requests, results) if r is not None for h in per
+                 if h.attention is None]  # none: the search kept it (SentenceRequest.attention)
 
         def part(index: list[int]) -> Callable[[], None]:
             def run() -> None:
@@ -133,7 +135,7 @@ def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *,
     """Hypotheses of encoded lines, in input order: `nbest` per line (beam size at least `nbest`; with
     opts.sampling, `nbest` samples), one empty hypothesis for an empty line (see `sentence_requests`). With
     `attention`, each hypothesis carries its cross-attention over the source (`Backend.attention`)."""
-    batch = LineBatch(lines, opts, nbest, backend.max_positions, on_truncate)
+    batch = LineBatch(lines, opts, nbest, backend.max_positions, on_truncate, attention)
     found = backend.search(batch.todo) if batch.todo else []
     return batch.hypotheses(found, backend if attention else None)
 

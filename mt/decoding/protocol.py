@@ -32,6 +32,8 @@ class SentenceRequest:
     nbest: int = 1  # hypotheses (beam search) or samples (sampling) wanted, best or first drawn first
     prefix: tuple[int, ...] = ()  # target tokens its output starts with
     terms: tuple[tuple[int, ...], ...] = ()  # target token sequences that must all appear in its output
+    attention: bool = False  # its word alignment is wanted: a backend that can keep the attention while searching
+    # does (CTranslate2), else the front end asks `Backend.attention` after the search
 
     @property
     def search(self) -> str:

@@ -220,7 +220,7 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
     lines, owners, encoded = await run_in_threadpool(fit_to_model, tr, lines)
-    batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions)
+    batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions, attention=alignment)
     try:
         job = served.worker.submit(batch.todo)
     except Overloaded as e:

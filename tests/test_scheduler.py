@@ -203,3 +203,22 @@ def test_a_short_request_steps_ahead_of_a_bulk_one_which_still_steps_every_bulk_
     for work in (document, short):
         assert [[h.tokens for h in hyps] for hyps in work.hypotheses] == [
             [h.tokens for h in _alone(backend, r)] for r in work.requests]
+
+
+def test_a_fault_while_delivering_leaves_the_work_held_so_that_it_fails(monkeypatch):
+    """A work whose hypotheses cannot be handed over stays among the engine's `held` works (mt serve fails
+    those), instead of being forgotten with its request waiting for ever."""
+    from mt.decoding import model_backend
+    from mt.decoding.protocol import Work
+
+    backend = ModelBackend(random_model(VOCAB, seed=3))
+    opts = DecodeConfig(beam_size=2, alpha=0.6, max_len_a=1.0, max_len_b=6, batch_tokens=4096)
+    work = Work(_requests(random_sources(2, VOCAB, seed=5), opts))
+    monkeypatch.setattr(model_backend._Found, "hypotheses", lambda self, rows: (_ for _ in ()).throw(
+        RuntimeError("a fault")))
+    engine = backend.engine(join_every=1)
+    engine.add([work])
+    with pytest.raises(RuntimeError, match="a fault"):
+        while engine.stepping:
+            engine.step()
+    assert engine.held() == [work] and work.hypotheses is None

@@ -191,11 +191,11 @@ class SteppingEngine:
                 found, k, j = group.owners.pop(row_id)
                 found.rows[k, j] = hyps
                 found.left -= 1
-                if found.left == 0:
-                    del self.found[found.work]
+                if found.left == 0:  # delivered, then forgotten: a fault on the way leaves it `held`, to fail
                     rows = [self.groups[found.bulk, r.group].rows for r in found.work.requests]
                     if len(found.rows) == sum(rows):  # none dropped by `cancel`
                         found.work.deliver(found.hypotheses(rows))
+                    del self.found[found.work]
 
     def held(self) -> list[Work]:
         works = [found.work for found in self.found.values()]

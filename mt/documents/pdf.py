@@ -211,14 +211,16 @@ def _put_back(page, links: list[dict]) -> None:
 
 def _lay_out(pymupdf, page, block: _Block, segments: list[tuple[int, str]], writers: dict) -> None:
     """The block's translation written into its rectangle: words (each with the space after it) in their runs'
-    looks, wrapped at the rectangle's width, every size shrunk alike until the lines fit its height."""
+    looks, wrapped at the rectangle's width, every size shrunk alike until the lines fit its height (or as many
+    lines as the source had, where its lines were set closer than LINE_HEIGHT)."""
     words = [(word, block.looks[run]) for run, text in segments for word in re.findall(r"\S+\s*|\s+", text)]
     x0, y0, x1, y1 = block.rect
+    room = max(y1 - y0, len(block.lines) * LINE_HEIGHT * max(look.size for look in block.looks))
     scale = 1.0
     while True:
         lines = _wrapped(pymupdf, words, x1 - x0, scale)
         height = sum(LINE_HEIGHT * scale * max(look.size for _, look, _ in line) for line in lines)
-        if height <= y1 - y0 or scale <= SMALLEST:
+        if height <= room or scale <= SMALLEST:
             break
         scale = max(SMALLEST, scale * 0.9)
     top = y0

@@ -133,8 +133,8 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
 
 
 def test_an_exported_model_places_inline_tags_as_mt_translate_does(exported, tmp_path):
-    """format html through an export: its alignment pass runs in CTranslate2 calls off the decode thread, and
-    the page comes back as `mt translate -i page.html` writes it."""
+    """format html through an export, whose search keeps the attention that places the tags: the page comes
+    back as `mt translate -i page.html` writes it."""
     lines = [line for line in dev_lines() if 4 <= len(line.split()) <= 12][:6]
     page = "".join(f"<p>{' '.join(words[:2])} <b>{words[2]}</b> {' '.join(words[3:])}</p>\n"
                    for words in (line.split() for line in lines))

@@ -116,8 +116,6 @@ class Ct2Backend:
     calls at once on a CPU, each on a share of the threads, `alone` is the same model on every thread, for a
     short call that has the machine to itself (`CallingEngine`)."""
 
-    attention_on_any_thread = True  # a CTranslate2 call, as its searches are: it need not hold mt serve's decode thread
-
     def __init__(self, translator, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, max_positions: int,
                  alone: Ct2Backend | None = None):
         self.translator, self.max_positions, self.alone = translator, max_positions, alone

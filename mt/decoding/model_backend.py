@@ -47,7 +47,6 @@ class ModelBackend:
 
     model: Transformer | Ensemble
     use_cache: bool = True
-    attention_on_any_thread = False  # torch runs on mt serve's decode thread only (mt/serving/decode_thread.py)
 
     @property
     def max_positions(self) -> int:

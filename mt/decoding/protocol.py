@@ -178,7 +178,6 @@ class Search(Protocol):
 
 class Backend(Protocol):
     max_positions: int  # target and source positions the model has (EOS included)
-    attention_on_any_thread: bool  # whether `attention` may run beside decoding, from another thread (mt serve)
 
     def search(self, requests: list[SentenceRequest]) -> list[list[Hypothesis]]:
         """Non-empty requests -> each one's `nbest` hypotheses, best first (its prefix included, its terms all in

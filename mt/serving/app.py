@@ -54,8 +54,8 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "zh": "Chinese"}
 ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
              "/frontend/settings", "/translate_file", "/download_file")
-# A document's alignment pass runs in static batches of this many source tokens (mt's model: on the decode
-# thread, between decoding steps, so that a short request decoding meanwhile waits for at most one such batch).
+# A document's alignment pass (mt's model) runs on the decode thread in static batches of this many source tokens,
+# between decoding steps: a short request decoding meanwhile waits for at most one such batch.
 ALIGNMENT_PART_TOKENS = 1024
 STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
 NATIVE_OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig))  # every decode option, by name
@@ -227,12 +227,10 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
         raise HttpError(503, str(e), {"Retry-After": "1"}) from None
     found = await _wait_or_release(request, served.worker, job)
     hyps = batch.hypotheses(found)
-    if alignment:  # a static batch at a time: torch's on the decode thread, between decoding steps
+    if alignment:  # on the decode thread, a static batch at a time between decoding steps (an export has none:
+        # its search kept the attention)
         for part in batch.attention_parts(hyps, tr.backend, ALIGNMENT_PART_TOKENS):
-            if tr.backend.attention_on_any_thread:
-                await run_in_threadpool(part)
-            else:
-                await asyncio.wrap_future(server.decoder.submit(part))
+            await asyncio.wrap_future(server.decoder.submit(part))
     server.metrics.sentences.inc(len(batch.todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
     found = await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)

@@ -175,10 +175,7 @@ class Ct2Backend:
         out = self.translator.translate_batch(pieces, target_prefix=target_pieces, beam_size=1, min_decoding_length=0,
                                               max_decoding_length=max((len(t) for t in targets), default=0) + 1,
                                               return_attention=True)
-        # Rows: the decoding steps (the forced target, then EOS); columns: the batch's padded source positions.
-        return [torch.tensor(r.attention[0], dtype=torch.float32).reshape(-1, len(r.attention[0][0]) if
-                                                                            r.attention[0] else 0)[:len(t), :len(s)]
-                for r, s, t in zip(out, sources, targets)]
+        return [_weights(r.attention[0], len(t), len(s)) for r, s, t in zip(out, sources, targets)]
 
     def _samples(self, pieces, max_len: list[int], opts: DecodeConfig, nbest: int, target_prefix=None,
                  attention: bool = False):
@@ -235,9 +232,7 @@ class Ct2Backend:
         for k, (source, result) in enumerate(zip(pieces, out)):
             per = []
             for tokens, rows in zip(result.hypotheses, result.attention):
-                weights = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), -1) if rows else \
-                    torch.zeros(0, len(source))
-                weights = weights[:len(_without_end(tokens)), :len(source)]
+                weights = _weights(rows, len(_without_end(tokens)), len(source))
                 if first is not None and len(weights):
                     weights[0] = torch.tensor(first[k].attention[0][0], dtype=torch.float32)[:len(source)]
                 per.append(weights)
@@ -257,6 +252,13 @@ class Ct2Backend:
         hyps = [(_without_end(tokens), lp, w) for tokens, lp, w in zip(result.hypotheses, log_probs,
                                                                       attention or [None] * len(log_probs))]
         return sorted(((t, lp / length_penalty(len(t) + 1, alpha), lp, w) for t, lp, w in hyps), key=lambda h: -h[1])
+
+
+def _weights(rows: list[list[float]], targets: int, sources: int) -> torch.Tensor:
+    """A hypothesis's attention as CTranslate2 returns it (a row per decoding step, the target's then EOS's, over
+    the batch's padded source positions) as (targets, sources)."""
+    weights = torch.tensor(rows, dtype=torch.float32).reshape(len(rows), -1) if rows else torch.zeros(0, sources)
+    return weights[:targets, :sources]
 
 
 def _without_end(tokens: list[str]) -> list[str]:

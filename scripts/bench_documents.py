@@ -146,7 +146,8 @@ def latency_during_a_large_document(name: str, url: str, pages: int, fmt: str = 
     while not done.wait(0.5):
         during.append(one())
     ordered = sorted(during) or [float("nan")]
-    return {"server": name, "format": fmt, "pages": pages, "sentences": 30 * pages, "document_seconds": round(took["seconds"], 1),
+    return {"server": name, "format": fmt, "pages": pages, "sentences": 30 * pages,
+            "document_seconds": round(took["seconds"], 1),
             "alone_median_ms": round(1000 * sorted(alone)[len(alone) // 2], 1),
             "during_median_ms": round(1000 * ordered[len(ordered) // 2], 1),
             "during_p90_ms": round(1000 * ordered[int(0.9 * (len(ordered) - 1))], 1), "probes": len(during)}

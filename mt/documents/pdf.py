@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,8 +118,9 @@ class PdfDocument:
     def __init__(self, data: bytes, name: Path):
         self.pymupdf = needs("pymupdf", "PyMuPDF", "pdf")
         self.data, self.name = data, name
-        flags = self.pymupdf.TEXTFLAGS_DICT & ~(self.pymupdf.TEXT_PRESERVE_LIGATURES | self.pymupdf.TEXT_PRESERVE_IMAGES)
-        with _opened(self.pymupdf, data, name) as doc:
+        pymupdf = self.pymupdf
+        flags = pymupdf.TEXTFLAGS_DICT & ~(pymupdf.TEXT_PRESERVE_LIGATURES | pymupdf.TEXT_PRESERVE_IMAGES)
+        with _opened(pymupdf, data, name) as doc:
             self.blocks = []
             for number, page in enumerate(doc):
                 with _reading(name, number):
@@ -133,10 +135,10 @@ class PdfDocument:
             return b""
         pymupdf = self.pymupdf
         with _opened(pymupdf, self.data, self.name) as doc:
-            for number in sorted({block.page for block in self.blocks}):
+            for number, blocks in itertools.groupby(zip(self.blocks, placed), key=lambda pair: pair[0].page):
                 with _reading(self.name, number):
-                    _write(pymupdf, doc[number], [(b, s) for b, s in zip(self.blocks, placed) if b.page == number])
-            return doc.tobytes(garbage=4, deflate=True)  # 4: the fonts each text box embeds, kept once
+                    _write(pymupdf, doc[number], list(blocks))
+            return doc.tobytes(garbage=4, deflate=True)  # 4: the fonts each page's text embeds, kept once
 
 
 def _write(pymupdf, page, blocks: list[tuple[_Block, list[tuple[int, str]]]]) -> None:

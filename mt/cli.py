@@ -269,9 +269,11 @@ def translate(
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
     input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .md "
-                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub .pdf; else lines), "
-                                              "lines, text, html, markdown, srt, vtt, docx, pptx, odt, odp, epub "
-                                              "or pdf.")] = "auto",
+                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub .pdf .po .pot; else "
+                                              "lines), lines, text, html, markdown, srt, vtt, docx, pptx, odt, odp, "
+                                              "epub, pdf or po.")] = "auto",
+    retranslate: Annotated[bool, typer.Option("--retranslate", help="A localization file (.po): translate the "
+                                              "entries already translated too.")] = False,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,
@@ -284,6 +286,7 @@ def translate(
     from mt.decoding.loading import load_translator
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
     from mt.commands.translate_document import document_format, translate_document
+    from mt.documents.formats import LOCALIZATION
     from mt.file_checks import check_input
     from mt.decoding.lines import LineFormat
 
@@ -293,6 +296,9 @@ def translate(
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     document = document_format(input, input_format)
+    if retranslate and document not in LOCALIZATION:
+        raise MtError(f"--retranslate: for localization files ({', '.join(LOCALIZATION)}); the input is read as "
+                      f"{document or 'lines'}")
     if document is not None:
         line_options = {"--nbest": nbest is not None, "--scores": scores, "--output-format": output_format != "text",
                         "--prefix": prefix, "--constraints": constraints, "--alignment": alignment}
@@ -303,7 +309,7 @@ def translate(
     tr = load_translator(checkpoint, device, quantize, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     opts = decode.applied_to(tr.cfg.decode)
     if document is not None:
-        translate_document(tr, input, output, opts, document, _warn)
+        translate_document(tr, input, output, opts, document, _warn, retranslate)
         _exit_without_teardown()
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     fmt.check(opts)

@@ -1,5 +1,6 @@
-"""`mt translate` of a document (`--input-format`, or -i's extension): text, HTML, subtitles or a Word file in,
-the same format out, its sentences translated in batches and put back with their markup (mt/documents/)."""
+"""`mt translate` of a document (`--input-format`, or -i's extension): text, HTML, subtitles, a Word file or a
+localization file in, the same format out, its sentences translated in batches and put back with their markup
+(mt/documents/)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from mt.decoding.lines import LineText, translate_lines
 from mt.decoding.protocol import Translator
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
 from mt.documents.inline_markup import rendered_with_fragments
+from mt.documents.messages import Localization
 from mt.errors import MtError
 from mt.files import atomic_write
 
@@ -27,10 +29,10 @@ def document_format(input: str | None, given: str) -> str | None:
 
 
 def translate_document(tr: Translator, input: str | None, output: str | None, opts: DecodeConfig, fmt: str,
-                       warn) -> None:
+                       warn, retranslate: bool = False) -> None:
     name = Path(input) if input else Path("<stdin>")
     data = _read(input)
-    document = read_document(data, fmt, name)
+    document = read_document(data, fmt, name, Localization(target_language(tr), retranslate))
 
     def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
         warn(f"warning: {name}: sentence {i + 1}: {length} tokens, truncated to {kept}")
@@ -47,6 +49,15 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
         sys.stdout.buffer.write(translated)
     else:
         atomic_write(Path(output), lambda f: f.write(translated))
+    for note in document.notes() if hasattr(document, "notes") else []:
+        warn(f"note: {note}")
+
+
+def target_language(tr: Translator) -> str | None:
+    """The language a translator writes, where its model names it (--target-lang, or its one direction)."""
+    if tr.direction is not None:
+        return tr.direction[1]
+    return tr.cfg.data.tgt_lang or next((c.tgt_lang for c in tr.cfg.data.train if c.tgt_lang), None)
 
 
 def _read(input: str | None) -> bytes:

@@ -7,29 +7,35 @@ from pathlib import Path
 from mt.documents.epub import EpubDocument
 from mt.documents.inline_markup import HtmlDocument
 from mt.documents.markdown import MarkdownDocument
+from mt.documents.messages import Localization
 from mt.documents.office import DocxDocument, PptxDocument
 from mt.documents.opendocument import OdpDocument, OdtDocument
 from mt.documents.pdf import PdfDocument
+from mt.documents.po import PoDocument
 from mt.documents.subtitles import SrtDocument, VttDocument
 from mt.documents.text import TextDocument
 from mt.errors import MtError
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
               ".srt": "srt", ".vtt": "vtt", ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".odp": "odp",
-              ".epub": "epub", ".pdf": "pdf"}
+              ".epub": "epub", ".pdf": "pdf", ".po": "po", ".pot": "po"}
 FROM_TEXT = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # read from UTF-8 text
 FROM_BYTES = {"srt": SrtDocument, "vtt": VttDocument, "docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument,
               "odp": OdpDocument, "epub": EpubDocument, "pdf": PdfDocument}  # read from the file's bytes
-FORMATS = (*FROM_TEXT, *FROM_BYTES)
+LOCALIZATION = {"po": PoDocument}  # read from bytes, for a target language (mt/documents/messages.py)
+FORMATS = (*FROM_TEXT, *FROM_BYTES, *LOCALIZATION)
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 
 
-def read_document(data: bytes, fmt: str, name: Path):
-    """The document in `data`: `.sentences` to translate, `.render(translations)` its translated bytes."""
+def read_document(data: bytes, fmt: str, name: Path, localization: Localization = Localization()):
+    """The document in `data`: `.sentences` to translate, `.render(translations)` its translated bytes; a
+    localization file's `.notes()` says what its last render left for review."""
     if len(data) > MAX_BYTES:
         raise MtError(f"{name}: {len(data) / 2**20:.0f} MiB, more than a document's {MAX_BYTES >> 20} MiB")
     if fmt in FROM_BYTES:
         return FROM_BYTES[fmt](data, name)
+    if fmt in LOCALIZATION:
+        return LOCALIZATION[fmt](data, name, localization)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -42,6 +42,7 @@ from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, transl
 from mt.serving.long_sentences import fit_to_model, joined_translations
 from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
+from mt.documents.messages import Localization
 from mt.documents.text import TextDocument
 from mt.serving.files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
 from mt.serving.models import ServedModel, Server, ServeSettings
@@ -172,7 +173,8 @@ async def translate_file(request: Request) -> JSONResponse:
         raise HttpError(400, "Invalid request: source auto is for text; give a file's source language")
     served = server.model(form.get("source"), form.get("target"))
     data = await upload.read()
-    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename))
+    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename),
+                                       Localization(form.get("target")))
     found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
     translated = await _rendered(request, served, lambda: document.render([per[0] for per in found]), {})
     name = await run_in_threadpool(request.app.state.files.keep, translated, upload.filename)

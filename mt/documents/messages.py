@@ -1,0 +1,91 @@
+"""The messages of a localization file (a PO entry's msgstr, an XLIFF unit's target, a line given with
+`--placeholders`), translated with their placeholders kept (mt/documents/placeholders.py).
+
+A message is translated from one or more candidate sources, tried in order; its translation is the first whose
+placeholders all come back, else None (the caller keeps no machine translation and marks it for review). A
+plural form is first tried with its number filled in (`numbered`: "%d files" read as "5 files" for a form of 5,
+so that the model sees the number its words agree with), the number then turned back into its placeholder; if
+the number does not come back exactly once, with the placeholder protected like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mt.documents.inline_markup import sentence_spans
+from mt.documents.placeholders import Protected, kept, protected
+
+# The placeholder a plural's number fills: an integer printf directive, or braces named as a count.
+COUNT = re.compile(r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*\d*(?:hh|h|ll|l|j|z|t)?[diu]"
+                   r"|\{(?:0|n|num|number|count|cnt|total|)(?::[^{}\s]*)?\}")
+
+
+@dataclass(frozen=True)
+class Localization:
+    """What a localization file is translated for: its target language (a file's own header may name it) and
+    whether entries already translated are translated again."""
+    target: str | None = None
+    retranslate: bool = False
+
+
+@dataclass
+class Candidate:
+    """A source to translate a message from: its text as the model reads it and with what it must come back;
+    for a numbered one, the number that stands for `count` (a placeholder of `source`)."""
+    source: str
+    text: Protected
+    number: int | None = None
+    count: str = ""
+
+    @property
+    def sentences(self) -> list[str]:
+        return [s for s, _, _ in sentence_spans(self.text.unit.text)]
+
+    def translated(self, given) -> str | None:
+        """The translation from the next of `given` ((text, alignment) per sentence), None if a placeholder
+        does not come back exactly once."""
+        text = self.text.rendered(given)
+        if self.number is not None:
+            found = list(re.finditer(rf"(?<![\d.,]){self.number}(?![\d]|[.,]\d)", text))
+            if len(found) != 1:
+                return None
+            text = text[:found[0].start()] + self.count + text[found[0].end():]
+        return text if kept(self.source, text) else None
+
+
+def plain(source: str) -> Candidate:
+    return Candidate(source, protected(source))
+
+
+def numbered(source: str, number: int) -> Candidate | None:
+    """`source` with `number` in place of its count placeholder; None if it has none."""
+    count = COUNT.search(source)
+    if count is None:
+        return None
+    text = source[:count.start()] + str(number) + source[count.end():]
+    return Candidate(source, protected(text), number, count.group(0))
+
+
+class Messages:
+    """Messages, each with its candidates: `sentences` to translate, and `translated`, each message's
+    translation or None."""
+
+    def __init__(self):
+        self.candidates: list[list[Candidate]] = []
+
+    def add(self, candidates: list[Candidate | None]) -> int:
+        """A message; its index."""
+        self.candidates.append([c for c in candidates if c is not None])
+        return len(self.candidates) - 1
+
+    @property
+    def sentences(self) -> list[str]:
+        return [s for message in self.candidates for c in message for s in c.sentences]
+
+    def translated(self, translations: list[tuple[str, str | None]]) -> list[str | None]:
+        given, out = iter(translations), []
+        for message in self.candidates:
+            found = [c.translated(given) for c in message]  # each candidate takes its own sentences
+            out.append(next((t for t in found if t is not None), None))
+        return out

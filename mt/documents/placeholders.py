@@ -1,0 +1,106 @@
+"""Placeholders kept out of what the model sees, and put back where the word alignment says, each exactly once.
+
+A message of software (a PO entry, an XLIFF unit, a line given with `--placeholders`) holds text the program
+fills in or reads: printf directives (`%s`, `%d`, `%1$s`, `%(name)s`, `%%`), braces (`{0}`, `{name}`,
+`{0:.2f}`, `{{ var }}`), shell and template variables (`$HOME`, `${x}`), entities (`&amp;`) and inline XML or
+HTML tags. Each is taken out of the text (`protected`): the model translates the words around it, and the
+placeholder goes back as HTML's inline markup does (mt/documents/inline_markup.py): a tag pair around the
+target words aligned to the words inside it, a lone placeholder where the word after it went (else after the
+word before it), with a space either side where the source had one. A printf directive with the space flag
+(`% d`) is not taken for one: "100% sure" is text.
+
+`kept` is the check: the rendered text holds every placeholder of the source exactly as often, unchanged, and
+no other. A translation that fails it (the model wrote a `%s` of its own) is not to be written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from mt.documents.inline_markup import Tag, Unit, render_unit
+
+PLACEHOLDER = re.compile(
+    r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?[diouxXeEfFgGaAcsSpn%@r]"
+    r"|\{\{.*?\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}\s]*)?\}"  # braces: {{ var }}, {0}, {name}, {0:.2f}, {}
+    r"|\$\{[^{}\s]+\}|\$[A-Za-z_]\w*"  # ${x}, $HOME
+    r"|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]\w*);"  # entities
+    r"|<(/?)([A-Za-z][\w:.-]*)(?:\s[^<>]*?)?(/?)>")  # tags: </close>, <void/>, <open ...>
+JOINING = re.compile(r"[^\w\s<>]*")  # what may join lone placeholders into one
+PAIRS = dict(zip("([{\"'«“‘", ")]}\"'»”’"))  # brackets and quotes taken with the placeholders they hold
+FIRST = 0xE000  # a lone placeholder is rendered as one private-use character (never in a model's output) first
+
+
+def placeholders(text: str) -> list[str]:
+    """The placeholders of `text`, in order."""
+    return [m.group(0) for m in PLACEHOLDER.finditer(text)]
+
+
+def kept(source: str, translation: str) -> bool:
+    """Whether `translation` holds exactly the placeholders of `source`, as often each."""
+    return Counter(placeholders(source)) == Counter(placeholders(translation))
+
+
+@dataclass
+class Protected:
+    """A message with its placeholders taken out: `unit.text` (what the model reads, cut into sentences by
+    `render_unit`) and its placeholders as tags at their offsets; `lone[i]`: the i-th lone placeholder and
+    whether the source had whitespace before and after it."""
+    unit: Unit
+    lone: list[tuple[str, bool, bool]]
+
+    def rendered(self, given) -> str:
+        """The message with its sentences' translations (the next ones of `given`, (text, alignment) each) and
+        its placeholders put back."""
+        text = render_unit(self.unit, given, escape=str)
+        out = ""
+        for i, c in enumerate(text):
+            if not FIRST <= ord(c) < FIRST + len(self.lone):
+                out += c
+                continue
+            raw, before, after = self.lone[ord(c) - FIRST]
+            out += " " if before and out and not out[-1].isspace() else ""
+            out += raw
+            following = text[i + 1:i + 2]
+            out += " " if after and following and not following.isspace() and following not in ".,;:!?)" else ""
+        return out
+
+
+def protected(text: str) -> Protected:
+    """`text` with its placeholders taken out. Lone placeholders joined by punctuation alone ("$HOME/${x}") are
+    one, with the brackets or quotes around them ("(%d)", "'%s'"); one between two spaces takes the space after
+    it along, so that the model reads one space between the words either side."""
+    unit, lone, at = Unit(), [], 0
+    for start, end, name, role in _pieces(text):
+        if start < at:  # inside the space taken along with the one before
+            start = at
+        unit.text += text[at:start]
+        if role != "void" or not name.startswith("#"):
+            unit.tags.append(Tag(len(unit.text), text[start:end], role, name))
+            at = end
+            continue
+        before = start == 0 or text[start - 1].isspace()
+        after = end == len(text) or text[end].isspace()
+        unit.tags.append(Tag(len(unit.text), chr(FIRST + len(lone)), "void"))
+        lone.append((text[start:end], before, after))
+        at = end + (1 if before and after and end < len(text) else 0)
+    unit.text += text[at:]
+    return Protected(unit, lone)
+
+
+def _pieces(text: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, tag name, role) of each tag, and (start, end, "#", "void") of each run of lone placeholders."""
+    pieces: list[tuple[int, int, str, str]] = []
+    for m in PLACEHOLDER.finditer(text):
+        close, name, void = m.group(1), m.group(2), m.group(3)
+        if name and not void:
+            pieces.append((m.start(), m.end(), name, "close" if close else "open"))
+        elif pieces and pieces[-1][2] == "#" and JOINING.fullmatch(text, pieces[-1][1], m.start()):
+            pieces[-1] = (pieces[-1][0], m.end(), "#", "void")
+        else:
+            pieces.append((m.start(), m.end(), "#", "void"))
+    for i, (start, end, name, role) in enumerate(pieces):
+        if name == "#" and 0 < start and end < len(text) and PAIRS.get(text[start - 1]) == text[end]:
+            pieces[i] = (start - 1, end + 1, name, role)
+    return pieces

@@ -1,0 +1,223 @@
+"""gettext PO and POT files (read with polib): the entries without a translation filled and marked `fuzzy`, every
+other line of the file written back byte for byte.
+
+polib checks the file's syntax and says what each entry holds (its msgid, plural, flags, whether it is obsolete);
+the file is then written from its own lines, cut into entries here, and only the entries mt fills are changed:
+their msgstr lines replaced and `fuzzy` added to their flags. Comments, references, contexts, previous msgids,
+obsolete entries, the header, line breaks and the file's wrapping and order stay as they were. With
+`retranslate` every entry but the header and the obsolete ones is filled again.
+
+A plural entry gets one msgstr per plural form of the file (its header's Plural-Forms, else its Language's or
+the target language's, mt/documents/plurals.py), each translated with its number filled in
+(mt/documents/messages.py); a header without Plural-Forms then gets that line. An entry whose translation
+would lose a placeholder keeps its empty msgstr and gets `fuzzy`, and is counted in `notes`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mt.documents.messages import Localization, Messages, numbered, plain
+from mt.documents.plurals import for_language, parsed
+from mt.errors import MtError, needs
+
+PO_ERROR = re.compile(r"\(line (\d+)\)(?::\s*(.*))?")
+STRING_LINE = re.compile(r'(?:(?:msgctxt|msgid|msgid_plural|msgstr|msgstr\[\d+\])\s+)?"(?:[^"\\]|\\.)*"\s*')
+CHARSETS = ("utf-8", "utf8", "charset", "us-ascii", "ascii")  # the charsets read as UTF-8 (CHARSET: a POT's)
+
+
+@dataclass
+class Block:
+    """An entry's lines [start, end) in the file (its comments first, blank lines after it not counted)."""
+    start: int
+    end: int
+    msgstr: bool = False
+
+
+@dataclass
+class Fill:
+    """An entry mt translates: its block, its messages (one per msgstr, plural forms in order), whether plural."""
+    block: Block
+    messages: list[int] = field(default_factory=list)
+    plural: bool = False
+
+
+class PoDocument:
+    """`sentences` to translate; `render` gives the PO file's bytes with their translations; `notes` what the
+    last render could not do."""
+
+    def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
+        polib = needs("polib", "polib", "documents")
+        self.name, self.text = name, _decoded(data, name)
+        try:
+            catalog = polib.pofile(self.text if "\n" in self.text else self.text + "\n")  # never a path
+        except (OSError, ValueError) as e:
+            found = PO_ERROR.search(str(e))
+            where = f"line {found.group(1)}: " if found else ""
+            raise MtError(f"{name}: {where}not a valid PO file ({(found and found.group(2)) or 'syntax error'})") \
+                from None
+        self.newline = "\r\n" if "\r\n" in self.text else "\n"
+        self.lines = self.text.splitlines(keepends=True)
+        blocks = [b for b in _blocks(self.lines, name) if b.msgstr]
+        entries = _matched(catalog, blocks, name)
+        self.header = next((b for b in blocks if all(b is not blk for blk, _ in entries)), None)
+        line = catalog.metadata.get("Plural-Forms", "").strip()
+        self.header_forms = bool(line) and "INTEGER" not in line  # a POT's header says nplurals=INTEGER
+        self.forms = parsed(line, f"{name}: header") if self.header_forms else \
+            for_language(catalog.metadata.get("Language") or options.target)
+        self.messages, self.fills, self.unsized = Messages(), [], 0
+        for block, entry in entries:
+            if entry.obsolete or not entry.msgid or (_translated(entry) and not options.retranslate):
+                continue
+            if entry.msgid_plural and self.forms is None:
+                self.unsized += 1
+                continue
+            self.fills.append(self._fill(block, entry))
+        self.sentences = self.messages.sentences
+        self.refused = 0
+
+    def _fill(self, block: Block, entry) -> Fill:
+        fill = Fill(block, plural=bool(entry.msgid_plural))
+        if not entry.msgid_plural:
+            fill.messages.append(self.messages.add([plain(entry.msgid)]))
+            return fill
+        for index in range(self.forms.count):
+            number = self.forms.example(index)
+            source = entry.msgid if self.forms.singular(index) else entry.msgid_plural
+            first = numbered(source, number) if number is not None else None
+            fill.messages.append(self.messages.add([first, plain(source)]))
+        return fill
+
+    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+        translated = self.messages.translated(translations)
+        lines = list(self.lines)
+        self.refused = 0
+        plural = False
+        for fill in reversed(self.fills):  # from the end: a changed block moves none before it
+            texts = [translated[i] for i in fill.messages]
+            if any(t is None for t in texts):
+                self.refused += 1
+                texts = [""] * len(texts)
+            plural = plural or fill.plural
+            lines[fill.block.start:fill.block.end] = self._entry(lines[fill.block.start:fill.block.end], fill, texts)
+        if plural and not self.header_forms:
+            lines = self._with_plural_forms(lines)
+        return "".join(lines).encode("utf-8")
+
+    def _entry(self, lines: list[str], fill: Fill, texts: list[str]) -> list[str]:
+        """An entry's lines with its msgstr lines replaced by `texts` and `fuzzy` in its flags."""
+        first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("msgstr"))
+        last_newline = lines[-1][len(lines[-1].rstrip("\r\n")):]
+        new = []
+        for index, text in enumerate(texts):
+            new += msgstr_lines(f"msgstr[{index}]" if fill.plural else "msgstr", text)
+        out = lines[:first] + [line + self.newline for line in new]
+        out[-1] = out[-1][:-len(self.newline)] + last_newline
+        return _fuzzy(out, self.newline)
+
+    def _with_plural_forms(self, lines: list[str]) -> list[str]:
+        """The header with a Plural-Forms line for the forms used (a header made for it if there is none)."""
+        line = f'"Plural-Forms: {self.forms.line}\\n"{self.newline}'
+        if self.header is None:
+            return [f'msgid ""{self.newline}', f'msgstr ""{self.newline}',
+                    f'"Content-Type: text/plain; charset=UTF-8\\n"{self.newline}', line, self.newline] + lines
+        header = lines[self.header.start:self.header.end]
+        at = next((i for i, h in enumerate(header) if h.lstrip().startswith('"Plural-Forms:')), None)
+        if at is not None:
+            header[at] = line
+        else:
+            if not header[-1].endswith(("\n", "\r")):
+                header[-1] += self.newline
+            header.append(line)
+        return lines[:self.header.start] + header + lines[self.header.end:]
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.refused:
+            out.append(f"{self.name}: {self.refused} entries left untranslated and marked fuzzy: a placeholder or "
+                       "tag would not come back from their translation")
+        if self.unsized:
+            out.append(f"{self.name}: {self.unsized} plural entries left untranslated: the header has no "
+                       "Plural-Forms and the target language is unknown (add Plural-Forms to the header)")
+        return out
+
+
+def msgstr_lines(keyword: str, text: str) -> list[str]:
+    """`keyword "text"` as PO writes it (without line ends): a text with line breaks inside over several
+    lines, one per line break, after an empty first string."""
+    parts = text.splitlines(keepends=True)
+    if len(parts) <= 1:
+        return [f'{keyword} "{_escaped(text)}"']
+    return [f'{keyword} ""'] + [f'"{_escaped(part)}"' for part in parts]
+
+
+def _escaped(text: str) -> str:
+    return (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+            .replace("\t", "\\t"))
+
+
+def _fuzzy(lines: list[str], newline: str) -> list[str]:
+    """An entry's lines with `fuzzy` among its flags (a flags line added before #|, msgctxt or msgid)."""
+    for i, line in enumerate(lines):
+        if line.startswith("#,"):
+            flags = [f.strip() for f in line[2:].split(",") if f.strip()]
+            if "fuzzy" not in flags:
+                lines[i] = "#, " + ", ".join(["fuzzy", *flags]) + line[len(line.rstrip("\r\n")):]
+            return lines
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("#|", "msgctxt", "msgid")))
+    return lines[:at] + [f"#, fuzzy{newline}"] + lines[at:]
+
+
+def _translated(entry) -> bool:
+    if entry.msgid_plural:
+        return any(entry.msgstr_plural.values())
+    return entry.msgstr != ""
+
+
+def _blocks(lines: list[str], name: Path) -> list[Block]:
+    """The file's entries as line ranges: an entry starts at the first comment, msgctxt or msgid after the
+    previous one's msgstr; obsolete entries (#~) alike. A line that is no comment, keyword with its string or
+    continuing string (polib lets `msgid "a` pass) is an MtError."""
+    blocks: list[Block] = []
+    current: Block | None = None
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if not s:
+            continue
+        body = s[2:].lstrip() if s.startswith("#~") and not s.startswith("#~|") else s
+        if not body.startswith("#") and not STRING_LINE.fullmatch(body):
+            raise MtError(f"{name}: line {i + 1}: not a valid PO file (not a keyword and a quoted string)")
+        continues = body.startswith(("msgstr", '"', "msgid_plural"))
+        if current is None or (current.msgstr and not continues):
+            current = Block(i, i + 1)
+            blocks.append(current)
+        current.end = i + 1
+        current.msgstr = current.msgstr or body.startswith("msgstr")
+    return blocks
+
+
+def _matched(catalog, blocks: list[Block], name: Path) -> list[tuple[Block, object]]:
+    """Each polib entry (obsolete ones too) with its block: the one whose lines hold the line polib says it starts
+    at (its first entry says line 0)."""
+    pairs = []
+    for entry in catalog:
+        line = entry.linenum or 1
+        block = next((b for b in blocks if b.start < line <= b.end), None)
+        if block is None or any(block is b for b, _ in pairs):
+            raise MtError(f"{name}: line {line}: an entry mt cannot find the lines of")
+        pairs.append((block, entry))
+    return pairs
+
+
+def _decoded(data: bytes, name: Path) -> str:
+    found = re.search(rb"charset=([\w.:-]+)", data[:4096])
+    charset = found.group(1).decode("ascii").lower() if found else "utf-8"
+    if charset not in CHARSETS:
+        raise MtError(f"{name}: charset {charset}: mt reads UTF-8 PO files (msgconv --to-code=UTF-8 converts one)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x}); is it a PO file?") from None

@@ -223,6 +223,38 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
                                                   ".xhtml"]
 
 
+def _without(text: str, marker: str) -> str:
+    """`text` with the marker's text taken out, white space made single spaces."""
+    return " ".join(text.replace(marker, " ").split())
+
+
+def test_a_word_a_marker_is_stuck_to_keeps_its_translation(file_server, model, tmp_path):
+    """A footnote's number and a reference ([1]) stuck to a word: through /translate with html, /translate_file
+    and a docx superscript run, the sentence's translation is all there, the marker beside it."""
+    words = " ".join(SENTENCES[0].split()[:3])
+    stuck = plain(model, [words + "1.", words + "[1]."])  # the model is given the marker's text inside the word
+    for page, marker, translation in ((f"<p>{words}<sup>1</sup>.</p>", "<sup>1</sup>", stuck[0]),
+                                      (f"<p>{words}<a href='#r1'>[1]</a>.</p>", "<a href='#r1'>[1]</a>", stuck[1])):
+        answer = file_server.post("/translate", json={"q": page, "source": "de", "target": "en", "format": "html"})
+        out = answer.json()["translatedText"]
+        assert marker in out and _without(out[3:-4], marker) == " ".join(translation.split()), out
+    doc = docx.Document()
+    paragraph = doc.add_paragraph(words)
+    paragraph.add_run("1").font.superscript = True
+    paragraph.add_run(".")
+    doc.save(tmp_path / "marker.docx")
+    run_mt("translate", "-c", model, "-i", tmp_path / "marker.docx", "-o", tmp_path / "out.docx")
+    with open(tmp_path / "marker.docx", "rb") as f:
+        answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
+                                  files={"file": ("marker.docx", f)})
+    served = httpx.get(answer.json()["translatedFileUrl"], timeout=60).content
+    for out in (docx.Document(tmp_path / "out.docx"), docx.Document(io.BytesIO(served))):
+        runs = out.paragraphs[0].runs
+        assert [r.text for r in runs if r.font.superscript] == ["1"]
+        assert " ".join("".join(r.text for r in runs if not r.font.superscript).split()) == \
+            " ".join(stuck[0].split())
+
+
 def test_bad_uploads_are_4xx_with_a_json_error(file_server):
     def upload(name: str, data: bytes, **fields) -> httpx.Response:
         return file_server.post("/translate_file", data={"source": "de", "target": "en", **fields},

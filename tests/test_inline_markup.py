@@ -71,6 +71,27 @@ def test_a_marked_version_path_or_acronym_the_translation_lost_is_written_as_sen
     assert out == "<p>The<b></b> is there.</p>"  # an ordinary word the translation lost: after the word before
 
 
+def test_a_lost_marker_is_written_beside_the_word_it_marks_not_in_place_of_it():
+    """A number or reference (1, [1]) and text stuck to a word go next to the word's target, as close as in the
+    source: the words aligned to them are the word's own."""
+    _, out = translated("<p>Dieses Paket enthält Dokumentation<sup>1</sup>.</p>",
+                        ("This package contains documentation.", "0-0 1-1 2-2 3-3"))
+    assert out == "<p>This package contains documentation<sup>1</sup>.</p>"
+    _, out = translated("<p>Es enthält Dokumentation <a href='#r1'>[1]</a>.</p>",
+                        ("It contains documentation.", "0-0 1-1 3-2"))
+    assert out == "<p>It contains documentation <a href='#r1'>[1]</a>.</p>"
+    _, out = translated("<p>Es enthält Dokumentation[<a href='#r1'>1</a>] hier.</p>",
+                        ("It contains documentation[1] here.", "0-0 1-1 2-2 3-3"))
+    assert out == "<p>It contains documentation[<a href='#r1'>1</a>] here.</p>"  # its text there: taken
+    _, out = translated("<p><sup>2</sup>Fußnote hier.</p>", ("Footnote here.", "0-0 1-1"))
+    assert out == "<p><sup>2</sup>Footnote here.</p>"
+    _, out = translated("<p>Nutze Python<sup>TM</sup> jetzt.</p>", ("Use Python now.", "0-0 1-1 2-2"))
+    assert out == "<p>Use Python<sup>TM</sup> now.</p>"
+    runs = RunsParagraph(["Es enthält Dokumentation", "1", "."])  # a docx superscript run, then the full stop
+    assert runs.render(iter([("It contains documentation.", "0-0 1-1 2-2")])) == \
+        [(0, "It contains documentation"), (1, "1"), (2, ".")]
+
+
 def test_a_marked_name_the_translation_garbled_is_written_in_place_of_the_failed_copy():
     _, out = translated("<p>Das Spiel <b>Blobby</b> ist da.</p>",
                         ("The game (Blobley) is there.", "0-0 1-1 2-2 3-3 4-4"))

@@ -22,6 +22,13 @@ where the model, asked for the word alone, writes it unchanged (a name: Edge, Mi
 to ask for alone are found while rendering (`Fragments`): a caller renders, translates the words asked for,
 and renders again (`rendered_with_fragments`). A small model drops or bends such words (in docs/benchmarks.md's
 documents, 220 of 395 sentences lost the bold word), and a user who marked one wants it.
+
+A marker is not written in place of words: an element without a letter (a footnote's 1, a reference's [1]) or
+stuck to a word with letters or digits of its own (Dokumentation<sup>1</sup>, Python<sup>TM</sup>) that the
+translation lost is written next to the target of the word it follows (or of the word it precedes, where it is
+stuck to that one only), as close to it as in the source: the words aligned to a marker are its word's. An
+element of punctuation alone (a docx run holding the full stop after a superscript) goes there too, around
+its text where the translation has it there, else empty.
 """
 
 from __future__ import annotations
@@ -164,6 +171,7 @@ class Element:
     children: list[Element] = field(default_factory=list)
     target: tuple[int, int] = (0, 0)
     written: str | None = None  # its own text, written in place of its target span (see `written_as_is`)
+    glued: tuple[bool, bool] = (False, False)  # written without a space before, after it (a marker: see above)
 
 
 @dataclass
@@ -358,7 +366,7 @@ def _render(text: str, lo: int, hi: int, elements: list[Element], escape) -> str
         s, t = e.target
         out += [escape(text[at:s]), e.open]
         if e.written is not None:
-            out[-1:] = _spaced(text, s, t, e.open, escape(e.written) + e.close)
+            out[-1:] = _spaced(text, s, t, e.open, escape(e.written) + e.close, e.glued)
         else:
             out += [e.kept if e.kept is not None else _render(text, s, t, e.children, escape), e.close]
         at = t
@@ -366,14 +374,18 @@ def _render(text: str, lo: int, hi: int, elements: list[Element], escape) -> str
     return "".join(out)
 
 
-def _spaced(text: str, s: int, t: int, before: str, after: str) -> list[str]:
+def _spaced(text: str, s: int, t: int, before: str, after: str, glued: tuple[bool, bool]) -> list[str]:
     """[before, after], with a space outside them where they go between two words with none (an empty target
-    span next to a word)."""
+    span next to a word), on the sides where they are not `glued` to the word."""
     if s < t:
         return [before, after]
-    left = " " if 0 < s and not text[s - 1].isspace() else ""
-    right = " " if s < len(text) and not text[s].isspace() and text[s] not in TRAILING else ""
+    left = " " if 0 < s and not text[s - 1].isspace() and not glued[0] else ""
+    right = " " if s < len(text) and not text[s].isspace() and text[s] not in TRAILING and not glued[1] else ""
     return [left + before, after + right]
+
+
+def _has_word(text: str) -> bool:
+    return any(c.isalnum() for c in text)
 
 
 class _Placer:
@@ -391,7 +403,7 @@ class _Placer:
         copied text claim their span first, the others are cut around what is claimed."""
         exact = {}
         for e in elements:
-            span = self._copied(e) or self._written(e)
+            span = self._copied(e) or self._written(e) or self._punctuation(e)
             exact[id(e)] = span is not None
             span = span or self._aligned(e) or (self._position(e.start),) * 2
             e.target = (min(max(span[0], lo), hi), min(max(span[1], lo), hi))
@@ -441,10 +453,60 @@ class _Placer:
         name = own != own.lower() or not own.isalpha()  # a lower-case word alone is no name: not asked for
         if not written_as_is(own) and not (fragments is not None and name and fragments.copied(own)):
             return None
+        if self._marker(e, own, words):
+            return self._beside(e, own)
         e.written = own
         if targets and targets[-1] - targets[0] < 2:
             return self._aligned(e)
         return (self._position(e.start),) * 2
+
+    def _marker(self, e: Element, own: str, words: list[int]) -> bool:
+        """Whether the element is a marker (see the module's docstring): no letter in its text, or letters or
+        digits of its words outside it."""
+        first, last = self.src_words[words[0]][0], self.src_words[words[-1]][1]
+        return not any(c.isalpha() for c in own) or _has_word(self.source[first:e.start] + self.source[e.end:last])
+
+    def _punctuation(self, e: Element) -> tuple[int, int] | None:
+        """For an element of punctuation alone (a run holding the full stop after a footnote's number): placed
+        as a marker is, but an empty span where the translation lost it."""
+        own = self.source[e.start:e.end].strip()
+        if e.kept is not None or e.children or not own or any(c.isalnum() or c.isspace() for c in own):
+            return None
+        return self._beside(e, own, write=False)
+
+    def _beside(self, e: Element, own: str, write: bool = True) -> tuple[int, int]:
+        """Where a marker goes (see the module's docstring): its text's span where the translation has it there
+        (documentation1), else an empty span there, its text `written` (where `write`) and `glued` as in the
+        source."""
+        def outside(i: int) -> str:  # the text of source word i outside the element
+            s, t = self.src_words[i]
+            return self.source[s:max(s, min(t, e.start))] + self.source[min(t, max(s, e.end)):t]
+
+        words = range(len(self.src_words))
+        before = next((i for i in reversed(words) if self.src_words[i][0] < e.start and _has_word(outside(i))), None)
+        after = next((i for i in words if self.src_words[i][1] > e.end and _has_word(outside(i))), None)
+        left = 0 < e.start and not self.source[e.start - 1].isspace()
+        right = e.end < len(self.source) and not self.source[e.end].isspace()
+        follows = self.aligned.get(before, []) if before is not None else []
+        precedes = self.aligned.get(after, []) if after is not None else []
+        if follows and (left or not (right and precedes)):
+            start, at = self.tgt_words[max(follows)]
+            word = self.source[self.src_words[before][0]:e.start].rstrip()
+            while at - 1 > start and self.text[at - 1] in TRAILING and not word.endswith(self.text[at - 1]):
+                at -= 1  # "documentation." for "Dokumentation": the marker goes before the full stop
+            glued = (left, False)
+        elif precedes:
+            at, glued = self.tgt_words[min(precedes)][0], (False, right)
+        elif own_words := self._aligned(e):  # its neighbours unaligned: after the words aligned to its own
+            at, glued = own_words[1], (left, False)
+        else:
+            at, glued = self._position(e.start), (False, False)
+        for span in ((at - len(own), at), (at, at + len(own))):
+            if 0 <= span[0] and self.text[slice(*span)] == own:
+                return span
+        if write:
+            e.written, e.glued = own, glued
+        return at, at
 
     def _trimmed(self, start: int, end: int, own: str) -> tuple[int, int]:
         """[start, end) without the punctuation around it that `own` lacks ("(Berkeleyfilter)" for Berkeley)."""

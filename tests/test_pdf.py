@@ -71,11 +71,35 @@ def test_translate_file_takes_a_pdf(file_server, model, tmp_path):  # noqa: F811
     download = httpx.get(answer.json()["translatedFileUrl"], timeout=60)
     _checked(source, download.content, plain(model, SENTENCES[:2]))
     assert ".pdf" in file_server.get("/frontend/settings").json()["supportedFilesFormat"]
+    for data in (NO_PAGES, REPAIRED_TO_NONE):
+        answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
+                                  files={"file": ("leer.pdf", data)})
+        assert answer.status_code == 400 and answer.json()["error"].startswith(
+            "Invalid request: leer.pdf: a PDF without pages"), answer.text
 
 
-@pytest.mark.parametrize("case", ["lies", "encrypted", "truncated"])
+def _raw_pdf(*objects: bytes) -> bytes:
+    """A PDF of these objects (1 0 R the catalogue), written byte by byte with its cross-reference table."""
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    table = b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    return out + b"xref\n0 %d\n0000000000 65535 f \n%strailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, table, len(objects) + 1, len(out))
+
+
+NO_PAGES = _raw_pdf(b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>")
+REPAIRED_TO_NONE = b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n"
+
+
+@pytest.mark.parametrize("case", ["lies", "encrypted", "truncated", "no pages", "repaired to none"])
 def test_bad_pdfs_are_one_line_each_and_write_nothing(model, tmp_path, case):  # noqa: F811
-    if case == "lies":
+    if case == "no pages":
+        data, message = NO_PAGES, "a PDF without pages (its page tree is empty): nothing to translate"
+    elif case == "repaired to none":
+        data, message = REPAIRED_TO_NONE, "a PDF without pages (its page tree is empty, as PyMuPDF repaired it)"
+    elif case == "lies":
         data, message = b"<html>not a PDF</html>", "not a readable PDF"
     elif case == "encrypted":
         doc = pymupdf.open()

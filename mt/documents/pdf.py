@@ -177,6 +177,10 @@ def _opened(pymupdf, data: bytes, name: Path):
     if doc.needs_pass:
         doc.close()
         raise MtError(f"{name}: an encrypted PDF (it needs a password): mt translates unencrypted PDF files")
+    if doc.page_count == 0:  # PyMuPDF cannot save a PDF without pages
+        repaired = ", as PyMuPDF repaired it" if doc.is_repaired else ""
+        doc.close()
+        raise MtError(f"{name}: a PDF without pages (its page tree is empty{repaired}): nothing to translate")
     if doc.page_count > MAX_PAGES:
         doc.close()
         raise MtError(f"{name}: {doc.page_count} pages, more than the {MAX_PAGES} mt translates in one PDF")

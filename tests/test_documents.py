@@ -123,6 +123,19 @@ def test_subtitles_keep_numbering_timings_settings_and_voices(model, tmp_path):
     assert cue.raw_text == f"<v Hans Müller>{plain(model, [s[2]])[0]}"
 
 
+def test_a_cue_with_more_lines_than_its_translation_has_words_takes_a_line_per_word(model, tmp_path):
+    from mt.documents.subtitles import wrapped
+
+    assert wrapped("one two", 4) == "one\ntwo" and wrapped("<i>one</i> two three", 5) == "<i>one</i>\ntwo\nthree"
+    words = " ".join(SENTENCES[:2]).split()  # a word a line
+    out = translated_text(model, tmp_path, ".srt", "1\n00:00:01,000 --> 00:00:04,000\n" + "\n".join(words) + "\n")
+    content = list(srt.parse(out))[0].content
+    expected = " ".join(plain(model, SENTENCES[:2])).split()
+    assert 2 <= len(expected) <= len(words) - 2  # the case: fewer words than lines, less one
+    assert content.split() == expected, content
+    assert len(content.split("\n")) == min(len(words), len(expected)), content
+
+
 def _docx_bytes(**replace: bytes) -> bytes:
     doc = docx.Document()
     doc.add_paragraph("Hallo Welt.")
@@ -151,7 +164,18 @@ def test_bad_documents_are_one_line_each_and_write_nothing(model, tmp_path):
         "bomb.docx": (_docx_bytes(**{"word/media/zeros.bin": bytes(30 << 20)}), "refused as a zip bomb"),
         "laughs.docx": (_docx_bytes(**{"word/document.xml": LAUGHS}),
                         "word/document.xml: declares a DTD or entities, which no such document has: refused"),
-        "timings.srt": (b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n", "not a valid SubRip file"),
+        "timings.srt": (b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n",
+                        "not a valid SubRip file (line 2: a timing line mt cannot read: '00:00:0x,000 --> "),
+        "merged.srt": (b"1\n00:00:01,000 --> 00:00:02,000\nHallo\n\nzwei\nWelt\n\n3\n00:00:05,000 --> 00:00:06,000\nx\n",
+                       "not a valid SubRip file (line 5: a block without a timing line 'start --> end' as its "
+                       "first or second line: 'zwei')"),
+        "backwards.srt": (b"1\n00:00:05,000 --> 00:00:02,000\nHallo\n",
+                          "not a valid SubRip file (line 2: the cue ends at 00:00:02,000, before it starts at "
+                          "00:00:05,000)"),
+        "dropped.vtt": (b"WEBVTT\n\nNOTE x\n\n00:01.000 --> 00:02.000\nHallo\n\nkaputt\nWelt\n",
+                        "not a valid WebVTT file (line 8: a block without a timing line"),
+        "backwards.vtt": (b"WEBVTT\n\ncue\n00:05.000 --> 00:03.000\nHallo\n",
+                          "not a valid WebVTT file (line 4: the cue ends at 00:03.000, before it starts at 00:05.000)"),
         "latin1.html": ("<p>Grüße</p>".encode("latin-1"), "not UTF-8 text (byte 0xfc at offset 5)"),
     }
     for name, (data, message) in cases.items():

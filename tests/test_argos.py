@@ -96,6 +96,7 @@ def test_an_mt_export_imported_back_is_the_same_model(trained_tiny, tmp_path):
         run_mt("translate", "-c", checkpoint, input=lines).stdout
 
 
+@pytest.mark.int8
 def test_an_argos_package_imports_fine_tunes_and_records_its_languages(package, tmp_path):
     """The int8 package de-quantized: greedy output beside CTranslate2's int8 decoding of the same package, then
     two updates of fine-tuning from it (train.init_from)."""
@@ -120,9 +121,14 @@ def test_an_argos_package_imports_fine_tunes_and_records_its_languages(package, 
     assert (tmp_path / "tuned" / "checkpoint_last.pt").is_file()
 
 
+@pytest.mark.int8
 @pytest.mark.parametrize("quantization", [None, "int8"])
 def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm_models, tmp_path,  # noqa: F811
                                                                               quantization):
+    """mt imports the converted weights (int8 ones de-quantized) and decodes in float32; CTranslate2 is asked for
+    float32 too (compute_type float32 de-quantizes int8 weights at load), so both do the same arithmetic on the same
+    weights and must agree. CTranslate2's own int8 products are another arithmetic, which saturates on a CPU
+    without VNNI (mt/decoding/ct2_model_bin.py): those are measured against float32 in test_export."""
     import ctranslate2
     from ctranslate2.converters import TransformersConverter
 
@@ -132,7 +138,7 @@ def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm
     run_mt("import", tmp_path / "ct2", "-o", tmp_path / "model.pt")
     ours = run_mt("translate", "-c", tmp_path / "model.pt", "--beam-size", "4", "--alpha", "0", "--max-len-a", "0",
                   "--max-len-b", "30", input="\n".join(LINES) + "\n").stdout.splitlines()
-    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", compute_type="float32")
     from mt.decoding.model_backend import load_model_translator
 
     tr = load_model_translator(tmp_path / "model.pt", "cpu")
@@ -145,7 +151,7 @@ def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm
     print(f"{quantization or 'float32'}: mt's beam-4 output equals CTranslate2's on {same} of {len(ended)} lines that "
           f"end before the limit ({len(LINES)} in all)")
     assert len(ended) >= 0.5 * len(LINES)  # a search that reaches the limit ends differently in each (test_marian)
-    assert same == len(ended) if quantization is None else same >= 0.5 * len(ended)
+    assert same == len(ended)
 
 
 def test_a_model_mt_cannot_represent_is_refused_naming_the_option(spm_models, tmp_path):  # noqa: F811

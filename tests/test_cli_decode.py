@@ -106,6 +106,7 @@ def _scored(proc) -> list[tuple[float, str]]:
     return [(float(score), text) for score, text in (line.split("\t") for line in proc.stdout.splitlines())]
 
 
+@pytest.mark.int8
 def test_translate_quantize_int8_on_the_cpu(trained_tiny):
     """int8 weights move every score, and not far: on the first 40 dev lines of this model the text was the same
     as float32's on every line (runs of one piece: it trained 60 updates) and the scores 0.0039 to 0.015 apart

@@ -1,6 +1,7 @@
 """`mt export --format ctranslate2` and `mt translate -c DIR`: the exported model decodes as mt does."""
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,6 +12,8 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import DecodeConfig, config_from_dict, config_to_dict
+from mt.decoding.ct2_backend import files_in_int8_limit
+from mt.decoding.ct2_model_bin import in_int8_limit, is_weight, model_bin_bytes, parse_model_bin
 from mt.decoding.lines import translate_lines
 from mt.errors import MtError
 from mt.model.transformer import build_model
@@ -94,6 +97,7 @@ def _scored(directory, *options) -> list[tuple[float, str]]:
     return [(float(score), text) for score, text in (line.split("\t") for line in out.stdout.splitlines())]
 
 
+@pytest.mark.int8
 def test_int8_moves_every_score_a_little(trained_tiny, exported, tmp_path):
     """`--quantize int8` (CTranslate2's int8 compute type) and an export with `--quantization int8` (int8 weights
     in model.bin) each change every score, and not far: on the first 40 dev lines both gave float32's text on
@@ -105,6 +109,40 @@ def test_int8_moves_every_score_a_little(trained_tiny, exported, tmp_path):
     for int8s in (_scored(exported, "--quantize", "int8"), _scored(tmp_path / "int8")):
         same = [(f, q) for (f, f_text), (q, q_text) in zip(floats, int8s) if f_text == q_text]
         assert len(int8s) == 10 and len(same) >= 9 and all(1e-4 <= abs(f - q) < 0.05 for f, q in same)
+
+
+def _weight_magnitudes(model_bin: bytes) -> dict[str, int]:
+    """The largest |value| of each int8 weight matrix in a model.bin."""
+    variables = parse_model_bin(model_bin).variables
+    return {name: int(abs(values.astype(int)).max()) for name, (values, dtype) in variables.items()
+            if dtype == "int8" and is_weight(name, values)}
+
+
+@pytest.mark.int8
+def test_int8_weights_are_written_and_loaded_in_7_bits(trained_tiny, exported, tmp_path):
+    """An int8 export holds every weight matrix in -63..63 (each row's largest at 63), so no CPU's 8-bit products
+    saturate (mt/decoding/ct2_model_bin.py); a float export asked for int8, and an int8 model.bin in 8 bits, are
+    given to CTranslate2 in 7 bits; a 7-bit or float32 model.bin is loaded as it is."""
+    run_mt("export", "-c", trained_tiny / "checkpoint_last.pt", "--quantization", "int8", "-o", tmp_path / "int8")
+    written = _weight_magnitudes((tmp_path / "int8" / "model.bin").read_bytes())
+    assert len(written) >= 10 and set(written.values()) == {63}
+    assert files_in_int8_limit(tmp_path / "int8", "default") is None
+    assert files_in_int8_limit(exported, "default") is None
+    loaded = files_in_int8_limit(exported, "int8")
+    assert _weight_magnitudes(loaded["model.bin"]) == written and "config.json" in loaded
+    eight_bits = tmp_path / "eight-bits"  # as CTranslate2's own converter quantizes: 127 at each row's largest
+    shutil.copytree(exported, eight_bits)
+    float_model = parse_model_bin((exported / "model.bin").read_bytes())
+    (eight_bits / "model.bin").write_bytes(model_bin_bytes(in_int8_limit(float_model, 127)))
+    assert set(_weight_magnitudes((eight_bits / "model.bin").read_bytes()).values()) == {127}
+    assert set(_weight_magnitudes(files_in_int8_limit(eight_bits, "default")["model.bin"]).values()) == {63}
+
+
+def test_a_model_bin_is_written_back_byte_for_byte(exported):
+    """mt's writer lays out model.bin as CTranslate2's own writer does: the export's (CTranslate2's spec.save, with
+    int8 flags and the tied embedding saved once under an alias) parsed and written again is the same bytes."""
+    data = (exported / "model.bin").read_bytes()
+    assert parse_model_bin(data).aliases and model_bin_bytes(parse_model_bin(data)) == data
 
 
 def test_export_refuses_an_existing_directory_unless_forced(trained_tiny, tmp_path):

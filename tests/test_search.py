@@ -115,6 +115,7 @@ def test_gnmt_length_penalty_formula():
     assert length_penalty(10, 0.0) == 1.0
 
 
+@pytest.mark.int8
 def test_int8_quantization_covers_every_linear_layer_but_the_sliced_one(model):
     quantized = quantize_int8(model)
     dynamic = {name for name, m in quantized.named_modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)}
@@ -126,6 +127,7 @@ def test_int8_quantization_covers_every_linear_layer_but_the_sliced_one(model):
     assert model.output is None, "the float model is left as it was"
 
 
+@pytest.mark.int8
 def test_int8_decoding_stays_close_to_float(model, sources):
     quantized = quantize_int8(model)
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(s + [EOS]) for s in sources], batch_first=True)

@@ -8,6 +8,7 @@ DIR` needs nothing else. `ctranslate2` is the optional extra `mt[ct2]`.
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ import torch
 import yaml
 
 from mt.config import DecodeConfig, config_from_dict
+from mt.decoding.ct2_model_bin import INT8_COMPUTE, in_int8_limit, is_weight, model_bin_bytes, parse_model_bin
 from mt.decoding.protocol import DecodeHooks, Hypothesis, SentenceRequest, Translator, Work, grouped, length_penalty
 from mt.errors import MtError
 from mt.decoding.scheduler import in_static_batches
@@ -87,11 +89,15 @@ def _ct2_translators(ct2, directory: Path, device: str, compute_type: str, paral
     a call alone (else None); `auto` is CUDA only where CTranslate2 can decode there. Its wheels need CUDA 12's
     libraries (libcublas.so.12), which a machine with a GPU may lack (an H100 with CUDA 13 only), and it says so
     only at the first translation: so a one-token translation is tried first."""
+    files = None
+
     def make(on: str, batches: int = 1):
         return ct2.Translator(str(directory), device=on, compute_type=compute_type, inter_threads=batches,
-                              intra_threads=max(1, torch.get_num_threads() // batches))
+                              intra_threads=max(1, torch.get_num_threads() // batches), files=files)
 
     def on_cpu():
+        nonlocal files
+        files = files_in_int8_limit(directory, compute_type)
         batches = min(parallel, torch.get_num_threads())
         # The copy on every thread is made first: made after one on a share of the threads, it decoded a
         # sentence in 70 ms against 8 (CTranslate2 4.8.5 with oneDNN, 2 cores).
@@ -109,6 +115,27 @@ def _ct2_translators(ct2, directory: Path, device: str, compute_type: str, paral
         print(f"warning: CTranslate2 cannot decode on CUDA here ({err}); decoding on the CPU", file=sys.stderr)
         return on_cpu()
     return translator, None
+
+
+def files_in_int8_limit(directory: Path, compute_type: str) -> dict[str, bytes] | None:
+    """The export's files for CTranslate2 with its weights in 7-bit int8 (mt/decoding/ct2_model_bin.py), where it
+    would compute in int8 on a CPU with weights of 8 bits: a float export asked for int8 (which CTranslate2 would
+    quantize in 8 bits), or an int8 export written in 8 bits. None where model.bin is used as it is."""
+    data = (directory / "model.bin").read_bytes()
+    try:
+        model = parse_model_bin(data)
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return None  # CTranslate2 reads it, or says what is wrong, itself
+    holds_int8 = any(dtype == "int8" and is_weight(name, values)
+                     for name, (values, dtype) in model.variables.items())
+    if compute_type not in INT8_COMPUTE and not (compute_type == "default" and holds_int8):
+        return None
+    limited = in_int8_limit(model)
+    if limited is None:
+        return None
+    files = {path.name: path.read_bytes() for path in directory.iterdir()
+             if path.is_file() and path.name not in (MARKER, "source.spm", "target.spm", "model.bin")}
+    return {**files, "model.bin": model_bin_bytes(limited)}
 
 
 class Ct2Backend:

@@ -16,6 +16,7 @@ from mt.decoding.attention_alignment import alignment_layer
 from mt.decoding.model_backend import load_model_translator
 from mt.config import config_to_dict
 from mt.decoding.ct2_backend import MARKER, import_ctranslate2
+from mt.decoding.ct2_model_bin import INT8_COMPUTE, in_int8_limit, model_bin_bytes, parse_model_bin
 from mt.errors import MtError
 from mt.files import atomic_write_dir
 from mt.interop.export_folders import check_replaceable
@@ -26,6 +27,8 @@ from mt.data.tokenizer import Tokenizer
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which mt's model uses
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16",
                  "float32")
+# An int8 export is saved in its float type, then its weights are quantized by mt (`_weights_in_int8`)
+FLOATS_OF = {"int8": "float32", "int8_float32": "float32", "int8_float16": "float16", "int8_bfloat16": "bfloat16"}
 
 
 def _linear(spec, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
@@ -134,16 +137,24 @@ def export_ctranslate2(checkpoint: str | Path, output_dir: str | Path, quantizat
     if tr.backend.model.cfg.decoder_start in ("pad", "eos"):  # pad: any piece, the decoder starts from zeros
         spec.config.decoder_start_token = spec.config.eos_token
     spec.validate()
-    spec.optimize(quantization=quantization)
+    spec.optimize(quantization=FLOATS_OF.get(quantization, quantization))
 
     def write(folder: Path) -> None:
         spec.save(str(folder))
+        if quantization in INT8_COMPUTE:
+            _weights_in_int8(folder / "model.bin")
         (folder / "source.spm").write_bytes(tr.src_tokenizer.model_proto)
         (folder / "target.spm").write_bytes(tr.tgt_tokenizer.model_proto)
         (folder / MARKER).write_text(yaml.safe_dump(config_to_dict(tr.cfg), sort_keys=False), encoding="utf-8")
 
     atomic_write_dir(output_dir, write)
     return output_dir
+
+
+def _weights_in_int8(path: Path) -> None:
+    """Quantize the weight matrices of a float model.bin to int8 in 7 bits (-63..63), which CTranslate2 decodes
+    without saturating on every CPU (mt/decoding/ct2_model_bin.py), instead of its converter's 8 bits."""
+    path.write_bytes(model_bin_bytes(in_int8_limit(parse_model_bin(path.read_bytes()))))
 
 
 def _pieces(tok: Tokenizer) -> list[str]:

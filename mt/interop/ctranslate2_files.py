@@ -1,11 +1,7 @@
 """A CTranslate2 model directory read without CTranslate2: model.bin's variables, config.json and the
 vocabularies, as CTranslate2's converters write them (`mt import` of a CTranslate2 model or an Argos package).
 
-model.bin (CTranslate2's ModelSpec._serialize, binary versions 4 to 6): a uint32 version, the spec's name and
-revision, then each variable as its name, rank, uint32 dimensions, a dtype id, a uint32 byte count and the raw
-values, then (name, target) aliases for variables saved once. Strings are a uint16 length (with the NUL) and
-the bytes. Quantized weights come with `<name>_scale`: int8 per output row, int16 one number; the stored
-integers are round(weight * scale).
+model.bin's layout is read by mt/decoding/ct2_model_bin.py; here its weights are de-quantized to float32 tensors.
 """
 
 from __future__ import annotations
@@ -17,13 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mt.decoding.ct2_model_bin import NotModelBin, as_float32, parse_model_bin
 from mt.errors import MtError
 from mt.files import read_json, read_json_object
-
-BINARY_VERSIONS = range(4, 7)  # 4: dtype ids and byte counts (CTranslate2 2.x); 6: current
-DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # CTranslate2's DataType ids, in order
-NUMPY = {"float32": np.float32, "int8": np.int8, "int16": np.int16, "int32": np.int32, "float16": np.float16,
-         "bfloat16": np.uint16}
 
 
 @dataclass
@@ -52,51 +44,19 @@ def read_model_bin(path: Path) -> tuple[str, dict]:
     except OSError as e:
         raise MtError(f"{path}: cannot read ({e.strerror})") from None
     try:
-        spec, raw, aliases = _parse(data, path)
+        model = parse_model_bin(data)
+    except NotModelBin as e:
+        raise MtError(f"{path}: {e}") from None
     except (struct.error, ValueError, UnicodeDecodeError) as e:
         raise MtError(f"{path}: not a CTranslate2 model.bin, or cut short ({e})") from None
+    raw, aliases = model.variables, model.aliases
     for alias, target in aliases:
         if target not in raw:
             raise MtError(f"{path}: alias {alias} names {target}, which the file does not hold")
         raw[alias] = raw[target]
         if target + "_scale" in raw:
             raw[alias + "_scale"] = raw[target + "_scale"]
-    return spec, _dequantized(raw)
-
-
-def _parse(data: bytes, path: Path) -> tuple[str, dict[str, np.ndarray], list[tuple[str, str]]]:
-    at = 0
-
-    def take(fmt: str):
-        nonlocal at
-        values = struct.unpack_from("<" + fmt, data, at)
-        at += struct.calcsize("<" + fmt)
-        return values if len(values) > 1 else values[0]
-
-    def string() -> str:
-        nonlocal at
-        length = take("H")
-        text = data[at:at + length - 1].decode("utf-8")
-        at += length
-        return text
-
-    version = take("I")
-    if version not in BINARY_VERSIONS:
-        raise MtError(f"{path}: binary version {version}: mt reads versions {BINARY_VERSIONS[0]} to "
-                      f"{BINARY_VERSIONS[-1]} (convert the model again with CTranslate2 3 or later)")
-    spec = string()
-    take("I")  # the spec's revision
-    variables = {}
-    for _ in range(take("I")):
-        name = string()
-        rank = take("B")
-        shape = [take("I") for _ in range(rank)]
-        dtype, size = DTYPES[take("B")], take("I")
-        values = np.frombuffer(data, dtype=NUMPY[dtype], count=size // np.dtype(NUMPY[dtype]).itemsize, offset=at)
-        at += size
-        variables[name] = (values.reshape(shape), dtype)
-    aliases = [(string(), string()) for _ in range(take("I"))]
-    return spec, variables, aliases
+    return model.spec, _dequantized(raw)
 
 
 def _dequantized(raw: dict[str, tuple[np.ndarray, str]]) -> dict:
@@ -108,10 +68,7 @@ def _dequantized(raw: dict[str, tuple[np.ndarray, str]]) -> dict:
         if values.ndim == 0:
             out[name] = values.item()
             continue
-        if dtype == "bfloat16":
-            tensor = torch.from_numpy(values.astype(np.uint32) << 16).view(torch.float32)
-        else:
-            tensor = torch.from_numpy(values.astype(np.float32))
+        tensor = torch.from_numpy(as_float32(values, dtype))
         scale = raw.get(name + "_scale")
         if scale is not None:
             scale = torch.from_numpy(scale[0].astype(np.float32))

@@ -113,8 +113,8 @@ def _pairs(pairs: list[tuple[str, str]]) -> str:
 
 
 def decoding(translator: Translator) -> str:
-    """How a served model decodes, for its start-up line: `CTranslate2 int8_float32 on cpu, 2 calls at once` or
-    `mt, float32 weights on cpu`."""
+    """How a served model decodes, for its start-up line: `CTranslate2 int8_float32 (7-bit weights) on cpu, 2 calls
+    at once` or `mt, float32 weights on cpu`."""
     backend = translator.backend
     if isinstance(backend, ModelBackend):
         parameter = next(backend.model.parameters())
@@ -123,7 +123,9 @@ def decoding(translator: Translator) -> str:
     ct2 = backend.translator
     calls = f", {backend.parallel} calls at once" if backend.parallel > 1 else ""
     calls += ", a short call alone on every thread" if backend.alone is not None else ""
-    return f"CTranslate2 {ct2.compute_type} on {ct2.device}{calls}"
+    on_cpu_in_int8 = ct2.device == "cpu" and ct2.compute_type.startswith("int8")
+    bits = " (7-bit weights)" if on_cpu_in_int8 else ""  # mt/decoding/ct2_backend.py: files_in_int8_limit
+    return f"CTranslate2 {ct2.compute_type}{bits} on {ct2.device}{calls}"
 
 
 def served_code(translator: Translator, code: str) -> str:

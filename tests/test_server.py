@@ -196,6 +196,7 @@ def test_threads_sets_how_many_threads_the_decoding_runs_on(exported):
     assert counts[2] > counts[1]
 
 
+@pytest.mark.int8
 @pytest.mark.parametrize("served", ["checkpoint", "exported"])
 def test_quantize_int8_serves_what_mt_translate_quantize_int8_gives_and_says_so(served, request):
     """--quantize int8 as `mt translate --quantize int8` (CTranslate2's int8 for an export, what LibreTranslate

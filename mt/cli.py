@@ -269,11 +269,13 @@ def translate(
     constraints: Annotated[bool, typer.Option("--constraints", help="Input lines are source<TAB>term<TAB>term...; "
                                               "every term appears in the output.")] = False,
     input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .md "
-                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub .pdf .po .pot; else "
-                                              "lines), lines, text, html, markdown, srt, vtt, docx, pptx, odt, odp, "
-                                              "epub, pdf or po.")] = "auto",
-    retranslate: Annotated[bool, typer.Option("--retranslate", help="A localization file (.po): translate the "
-                                              "entries already translated too.")] = False,
+                                              ".markdown .srt .vtt .docx .pptx .odt .odp .epub .pdf .po .pot .xlf "
+                                              ".xliff; else lines), lines, text, html, markdown, srt, vtt, docx, "
+                                              "pptx, odt, odp, epub, pdf, po or xliff.")] = "auto",
+    retranslate: Annotated[bool, typer.Option("--retranslate", help="A localization file (.po, .xlf): translate "
+                                              "the entries already translated too.")] = False,
+    placeholders: Annotated[bool, typer.Option("--placeholders", help="Line input: keep placeholders (%s, {0}, "
+                                               "$HOME, tags) out of the model's way and put them back.")] = False,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,
@@ -295,7 +297,7 @@ def translate(
     _check_quantize(quantize)
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
-    document = document_format(input, input_format)
+    document = document_format(input, input_format, placeholders)
     if retranslate and document not in LOCALIZATION:
         raise MtError(f"--retranslate: for localization files ({', '.join(LOCALIZATION)}); the input is read as "
                       f"{document or 'lines'}")
@@ -304,8 +306,8 @@ def translate(
                         "--prefix": prefix, "--constraints": constraints, "--alignment": alignment}
         given = next((option for option, value in line_options.items() if value), None)
         if given:
-            raise MtError(f"{given}: for line input only; the input is read as {document} (--input-format lines "
-                          "reads it as lines)")
+            raise MtError(f"{given}: not with --placeholders" if placeholders else f"{given}: for line input only; "
+                          f"the input is read as {document} (--input-format lines reads it as lines)")
     tr = load_translator(checkpoint, device, quantize, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     opts = decode.applied_to(tr.cfg.decode)
     if document is not None:

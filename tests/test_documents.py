@@ -244,7 +244,7 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
     assert settings["filesTranslation"] is True
     assert settings["supportedFilesFormat"] == [".docx", ".epub", ".htm", ".html", ".markdown", ".md", ".odp",
                                                   ".odt", ".pdf", ".po", ".pot", ".pptx", ".srt", ".txt", ".vtt",
-                                                  ".xhtml"]
+                                                  ".xhtml", ".xlf", ".xliff"]
 
 
 def _without(text: str, marker: str) -> str:
@@ -287,7 +287,7 @@ def test_bad_uploads_are_4xx_with_a_json_error(file_server):
     cases = [
         (upload("a.rtf", b"{\\rtf1 Hallo}"), 400,
          "a.rtf: mt translates .docx, .epub, .htm, .html, .markdown, .md, .odp, .odt, .pdf, .po, .pot, .pptx, "
-         ".srt, .txt, .vtt, .xhtml files"),
+         ".srt, .txt, .vtt, .xhtml, .xlf, .xliff files"),
         (upload("a.pdf", b"%PDF-1.4"), 400, "a.pdf: not a readable PDF"),
         (upload("lies.docx", b"<p>not a zip</p>"), 400,
          "lies.docx: not a Word document (.docx), which is a zip archive"),

@@ -14,7 +14,7 @@ import polib
 import pytest
 
 from tests.conftest import one_error_line, run_mt
-from tests.test_documents import SENTENCES, model, plain  # noqa: F401 (a fixture)
+from tests.test_documents import LAUGHS, SENTENCES, model, plain  # noqa: F401 (a fixture)
 from tests.test_marian import spm_models  # noqa: F401 (a fixture)
 
 HEADER = """# German translation of demo.
@@ -109,15 +109,17 @@ def test_retranslate_fills_translated_entries_too(model, tmp_path):
 @pytest.mark.parametrize("language,singular", [("de", [True, False]), ("pl", [True, False, False]),
                                                ("ru", [False, False, False])])
 def test_plural_entries_get_one_form_per_plural_form_of_the_language(model, tmp_path, language, singular):
-    """A POT's header says nplurals=INTEGER: the forms come from the file's Language, and the header gets them.
+    """A POT's header says nplurals=INTEGER and charset=CHARSET: the forms come from the file's Language, and the
+    header gets them and UTF-8.
     A form that only 1 takes is translated from the singular (no number in it); Russian's form 0 is also 21's."""
-    out, catalog = translated_po(model, tmp_path, po_file(language, '"Plural-Forms: nplurals=INTEGER; '
-                                                                    'plural=EXPRESSION;\\n"'))
+    pot = po_file(language, '"Plural-Forms: nplurals=INTEGER; plural=EXPRESSION;\\n"')
+    out, catalog = translated_po(model, tmp_path, pot.replace("charset=UTF-8", "charset=CHARSET"))
     plural, count = catalog[2], len(singular)
     assert sorted(plural.msgstr_plural) == list(range(count))
     assert [plural.msgstr_plural[i].count("%d") for i in range(count)] == [0 if one else 1 for one in singular]
     assert all(plural.msgstr_plural.values())
     assert catalog.metadata["Plural-Forms"].startswith(f"nplurals={count};")
+    assert catalog.metadata["Content-Type"] == "text/plain; charset=UTF-8"
 
 
 def test_a_header_with_three_forms_is_followed(model, tmp_path):
@@ -151,6 +153,34 @@ def test_placeholders_come_back_where_their_words_went():
     assert text == "Entferne %1$s aus <b>{dir}</b>: $HOME/${x}, %(count)d &amp; 100% sicher (%d) '%s'?"
 
 
+def test_placeholders_in_lines_come_back_each_once(model, tmp_path):
+    s = SENTENCES
+    words = s[0].rstrip(".").split()
+    lines = [f"{words[0]} %s {' '.join(words[1:])} {{0}}.", s[1], "", f"<b>{s[2]}</b> $HOME"]
+    proc = run_mt("translate", "-c", model, "--placeholders", input="\n".join(lines) + "\n")
+    out = proc.stdout.split("\n")
+    assert len(out) == len(lines) + 1 and out[2] == "" and proc.stderr == ""
+    assert out[1] == plain(model, [s[1]])[0]
+    assert out[0].count("%s") == 1 and out[0].count("{0}") == 1
+    assert out[3].startswith("<b>") and out[3].count("</b>") == 1 and out[3].endswith(" $HOME")
+    for options, message in ((("--nbest", "2"), "error: --nbest: not with --placeholders"),
+                             (("-i", tmp_path / "a.html"), "error: --placeholders: for line input; the input is read "
+                                                           "as html, whose markup is kept anyway")):
+        (tmp_path / "a.html").write_text("<p>Hallo</p>")
+        assert one_error_line(run_mt("translate", "-c", model, "--placeholders", *options, check=False,
+                                     input="x\n")) == message
+
+
+def test_a_line_that_would_lose_a_placeholder_is_written_as_it_came():
+    from mt.documents.messages import MessageLines
+
+    document = MessageLines("Datei %s löschen?\nHallo Welt\n".encode(), Path("in.txt"))
+    out = document.render([("delete %d file ?", None), ("hello world", "0-0 1-1")])
+    assert out.decode() == "Datei %s löschen?\nhello world\n"
+    assert document.notes() == ["in.txt: 1 lines written as they came: a placeholder or tag would not come back "
+                                "from their translation"]
+
+
 def test_bad_po_files_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
         "png.po": (b"\x89PNG\r\n\x1a\n" + bytes(20), "line 1: not UTF-8 (byte 0x89); is it a PO file?"),
@@ -168,7 +198,102 @@ def test_bad_po_files_are_one_line_each_and_write_nothing(model, tmp_path):
         assert line.startswith(f"error: {tmp_path / name}: ") and message in line, line
         assert not out.exists()
     line = one_error_line(run_mt("translate", "-c", model, "--retranslate", check=False, input="Hallo\n"))
-    assert line == "error: --retranslate: for localization files (po); the input is read as lines"
+    assert line == "error: --retranslate: for localization files (po, xliff); the input is read as lines"
+
+
+XLIFF_12 = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file source-language="de" target-language="en" datatype="plaintext" original="app.ts">
+    <body>
+      <trans-unit id="1">
+        <source>{words[0]} <x id="1"/> {rest} &amp; %s?</source>
+        <note>A note</note>
+      </trans-unit>
+      <trans-unit id="2">
+        <source>Datei öffnen</source>
+        <target state="translated">Open file</target>
+      </trans-unit>
+      <trans-unit id="3" translate="no">
+        <source>{s[2]}</source>
+      </trans-unit>
+      <trans-unit id="4">
+        <source>{s[3]} <g id="1">{s[4]}</g> <ph id="2">&lt;br/&gt;</ph></source>
+        <target/>
+        <alt-trans><source>x</source><target>y</target></alt-trans>
+      </trans-unit>
+    </body>
+  </file>
+</xliff>
+"""
+XLIFF_20 = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="de" trgLang="en">
+  <file id="f1">
+    <unit id="1">
+      <segment>
+        <source>{words[0]} <ph id="1"/> {rest} <pc id="2">{s[3]}</pc></source>
+      </segment>
+      <ignorable><source> </source></ignorable>
+    </unit>
+    <unit id="2">
+      <segment state="final">
+        <source>Datei öffnen</source>
+        <target>Open file</target>
+      </segment>
+    </unit>
+  </file>
+</xliff>
+"""
+
+
+def xliff_file(template: str) -> str:
+    words = SENTENCES[0].rstrip(".").split()
+    return template.format(words=words, rest=" ".join(words[1:]), s=SENTENCES)
+
+
+def test_xliff_units_get_targets_marked_for_review_and_keep_every_other_byte(model, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    for template, marks in ((XLIFF_12, ' state="needs-review-translation" state-qualifier="leveraged-mt"'),
+                            (XLIFF_20, ' state="translated" subState="mt:needs-review"')):
+        source = xliff_file(template)
+        (tmp_path / "in.xlf").write_text(source, encoding="utf-8")
+        run_mt("translate", "-c", model, "-i", tmp_path / "in.xlf", "-o", tmp_path / "out.xlf")
+        out = (tmp_path / "out.xlf").read_text(encoding="utf-8")
+        ns = {"x": ET.fromstring(out.encode()).tag[1:].split("}")[0]}
+        root = ET.fromstring(out.encode())
+        assert out.count(marks) == 1 + (template is XLIFF_12)
+        if template is XLIFF_12:
+            units = root.findall(".//x:trans-unit", ns)
+            assert [u.find("x:target", ns) is not None for u in units] == [True, True, False, True]
+            first, fourth = units[0].find("x:target", ns), units[3].find("x:target", ns)
+            assert [e.tag.split("}")[1] for e in first] == ["x"] and "".join(first.itertext()).count("&") == 1
+            assert "%s" in ET.tostring(first, encoding="unicode")
+            assert [e.tag.split("}")[1] for e in fourth] == ["g", "ph"] and fourth[1].text == "<br/>"
+            for kept in ('<target state="translated">Open file</target>', '<trans-unit id="3" translate="no">\n'
+                         f'        <source>{SENTENCES[2]}</source>\n      </trans-unit>',
+                         "<alt-trans><source>x</source><target>y</target></alt-trans>", "<note>A note</note>"):
+                assert kept in out
+        else:
+            target = root.find(".//x:segment/x:target", ns)
+            assert sorted(e.tag.split("}")[1] for e in target) == ["pc", "ph"]  # in the order the alignment puts them
+            assert '<segment state="final">\n        <source>Datei öffnen</source>\n        <target>Open file' in out
+            assert "<ignorable><source> </source></ignorable>" in out
+        assert out.replace(marks, "", 1).count("<target") == source.count("<target") + 1
+
+
+def test_bad_xliff_files_are_one_line_each_and_write_nothing(model, tmp_path):
+    cases = {
+        "text.xlf": (b"Hallo Welt\n", "line 1: not well-formed XML (syntax error, column 1)"),
+        "cut.xlf": (xliff_file(XLIFF_12)[:400].encode(), "line 10: not well-formed XML (no element found"),
+        "bomb.xlf": (LAUGHS, "declares a DTD or entities, which an XLIFF file needs not: refused"),
+        "html.xlf": (b"<html version='1.2'><p>x</p></html>", "line 1: not XLIFF 1.2 or 2.0 (its root is <html>"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"out-{name}"
+        line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
+        assert line.startswith(f"error: {tmp_path / name}: ") and message in line, line
+        assert not out.exists()
 
 
 # ---------------------------------------------------------------- LibreTranslate's file API through mt serve
@@ -183,7 +308,7 @@ def file_server(model):  # noqa: F811
     assert running.stop() == 0
 
 
-def test_translate_file_writes_the_po_file_mt_translate_writes(file_server, model, tmp_path):
+def test_translate_file_and_translate_keep_placeholders_as_mt_translate_does(file_server, model, tmp_path):
     (tmp_path / "de.po").write_text(po_file(), encoding="utf-8")
     run_mt("translate", "-c", model, "-i", tmp_path / "de.po", "-o", tmp_path / "offline.po")
     answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
@@ -191,6 +316,17 @@ def test_translate_file_writes_the_po_file_mt_translate_writes(file_server, mode
     assert answer.status_code == 200, answer.text
     download = httpx.get(answer.json()["translatedFileUrl"], timeout=60)
     assert download.content == (tmp_path / "offline.po").read_bytes()
+    text = f"{SENTENCES[0].rstrip('.')} %(count)d {{name}}."
+    answer = file_server.post("/translate", json={"q": [text, SENTENCES[1]], "source": "de", "target": "en",
+                                                  "placeholders": True}).json()
+    assert answer["placeholdersKept"] == [True, True]
+    assert [answer["translatedText"][0].count(p) for p in ("%(count)d", "{name}")] == [1, 1]
+    assert answer["translatedText"][1] == plain(model, [SENTENCES[1]])[0]
+    refused = file_server.post("/translate", json={"q": "x", "source": "de", "target": "en", "format": "html",
+                                                   "placeholders": True})
+    assert refused.status_code == 400 and "placeholders: for format text" in refused.json()["error"]
     bad = file_server.post("/translate_file", data={"source": "de", "target": "en"},
                            files={"file": ("bad.pot", b'msgid "a"\nmsgstr "b"\n\nmsgid "c"d"\n')})
     assert bad.status_code == 400 and bad.json()["error"].startswith("Invalid request: bad.pot: line 4: not a valid")
+    bomb = file_server.post("/translate_file", data={"source": "de", "target": "en"}, files={"file": ("a.xlf", LAUGHS)})
+    assert bomb.status_code == 400 and "a.xlf: declares a DTD or entities" in bomb.json()["error"]

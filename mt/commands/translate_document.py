@@ -12,13 +12,23 @@ from mt.decoding.lines import LineText, translate_lines
 from mt.decoding.protocol import Translator
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
 from mt.documents.inline_markup import rendered_with_fragments
-from mt.documents.messages import Localization
+from mt.documents.messages import Localization, MessageLines
 from mt.errors import MtError
 from mt.files import atomic_write
 
+PLACEHOLDER_LINES = "lines with placeholders"  # `mt translate --placeholders`: each line a message (messages.py)
 
-def document_format(input: str | None, given: str) -> str | None:
-    """The document format to read, or None for lines: `given`, or with auto -i's extension."""
+
+def document_format(input: str | None, given: str, placeholders: bool = False) -> str | None:
+    """The document format to read, or None for lines: `given`, or with auto -i's extension; with `placeholders`,
+    lines whose placeholders are kept (PLACEHOLDER_LINES)."""
+    found = _format(input, given)
+    if placeholders and found is not None:
+        raise MtError(f"--placeholders: for line input; the input is read as {found}, whose markup is kept anyway")
+    return PLACEHOLDER_LINES if placeholders else found
+
+
+def _format(input: str | None, given: str) -> str | None:
     if given == "lines" or (given == "auto" and input is None):
         return None
     if given == "auto":
@@ -32,7 +42,8 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
                        warn, retranslate: bool = False) -> None:
     name = Path(input) if input else Path("<stdin>")
     data = _read(input)
-    document = read_document(data, fmt, name, Localization(target_language(tr), retranslate))
+    document = MessageLines(data, name) if fmt == PLACEHOLDER_LINES else \
+        read_document(data, fmt, name, Localization(target_language(tr), retranslate))
 
     def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
         warn(f"warning: {name}: sentence {i + 1}: {length} tokens, truncated to {kept}")
@@ -67,3 +78,17 @@ def _read(input: str | None) -> bytes:
         with open(input, "rb") as f:
             data = f.read(MAX_BYTES + 1)  # enough for read_document to refuse a larger one
     return data
+
+
+def check_output_format(output: str | None, input: str | None, given: str) -> None:
+    """Before any work: an -o whose extension names another format than the document read is refused (a Word
+    document written as out.html): a document is written in its own format."""
+    fmt = document_format(input, given)
+    named = EXTENSIONS.get(Path(output).suffix.lower()) if output else None
+    if fmt is None or named is None or named == fmt:
+        return
+    own = [ext for ext, kind in EXTENSIONS.items() if kind == fmt]
+    if input and Path(input).suffix.lower() in own:
+        own = [Path(input).suffix]
+    raise MtError(f"-o {output}: {Path(output).suffix} names {named}, but the document is {fmt}, written as {fmt}"
+                  + (f"; give -o a name ending {own[0]}" if own else ""))

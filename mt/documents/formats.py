@@ -14,15 +14,17 @@ from mt.documents.pdf import PdfDocument
 from mt.documents.po import PoDocument
 from mt.documents.subtitles import SrtDocument, VttDocument
 from mt.documents.text import TextDocument
+from mt.documents.xliff import XliffDocument
 from mt.errors import MtError
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
               ".srt": "srt", ".vtt": "vtt", ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".odp": "odp",
-              ".epub": "epub", ".pdf": "pdf", ".po": "po", ".pot": "po"}
+              ".epub": "epub", ".pdf": "pdf", ".po": "po", ".pot": "po",
+              ".xlf": "xliff", ".xliff": "xliff"}
 FROM_TEXT = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # read from UTF-8 text
 FROM_BYTES = {"srt": SrtDocument, "vtt": VttDocument, "docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument,
               "odp": OdpDocument, "epub": EpubDocument, "pdf": PdfDocument}  # read from the file's bytes
-LOCALIZATION = {"po": PoDocument}  # read from bytes, for a target language (mt/documents/messages.py)
+LOCALIZATION = {"po": PoDocument, "xliff": XliffDocument}  # read from bytes, for a target language (messages.py)
 FORMATS = (*FROM_TEXT, *FROM_BYTES, *LOCALIZATION)
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from mt.documents.inline_markup import sentence_spans
 from mt.documents.placeholders import Protected, kept, protected
+from mt.errors import MtError
 
 # The placeholder a plural's number fills: an integer printf directive, or braces named as a count.
 COUNT = re.compile(r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*\d*(?:hh|h|ll|l|j|z|t)?[diu]"
@@ -42,20 +43,28 @@ class Candidate:
     def sentences(self) -> list[str]:
         return [s for s, _, _ in sentence_spans(self.text.unit.text)]
 
-    def translated(self, given) -> str | None:
-        """The translation from the next of `given` ((text, alignment) per sentence), None if a placeholder
-        does not come back exactly once."""
-        text = self.text.rendered(given)
-        if self.number is not None:
-            found = list(re.finditer(rf"(?<![\d.,]){self.number}(?![\d]|[.,]\d)", text))
-            if len(found) != 1:
-                return None
-            text = text[:found[0].start()] + self.count + text[found[0].end():]
-        return text if kept(self.source, text) else None
+    def translated(self, given, escape=str) -> str | None:
+        """The translation from the next of `given` ((text, alignment) per sentence), its text through `escape`
+        (XML's); None if a placeholder does not come back exactly once."""
+        sentences = [next(given) for _ in self.sentences]
+        text = self._numbered(self.text.rendered(iter(sentences)))
+        if text is None or not kept(self.source, text):
+            return None
+        return text if escape is str else self._numbered(self.text.rendered(iter(sentences), escape))
+
+    def _numbered(self, text: str) -> str | None:
+        """`text` with the number turned back into its placeholder; None if it is not there exactly once."""
+        if self.number is None:
+            return text
+        found = list(re.finditer(rf"(?<![\d.,]){self.number}(?![\d]|[.,]\d)", text))
+        if len(found) != 1:
+            return None
+        return text[:found[0].start()] + self.count + text[found[0].end():]
 
 
-def plain(source: str) -> Candidate:
-    return Candidate(source, protected(source))
+def plain(source: str, whole: re.Pattern | None = None) -> Candidate:
+    """`source` with its placeholders (and what `whole` matches) taken out."""
+    return Candidate(source, protected(source, whole))
 
 
 def numbered(source: str, number: int) -> Candidate | None:
@@ -83,9 +92,54 @@ class Messages:
     def sentences(self) -> list[str]:
         return [s for message in self.candidates for c in message for s in c.sentences]
 
-    def translated(self, translations: list[tuple[str, str | None]]) -> list[str | None]:
+    def translated(self, translations: list[tuple[str, str | None]], escape=str) -> list[str | None]:
         given, out = iter(translations), []
         for message in self.candidates:
-            found = [c.translated(given) for c in message]  # each candidate takes its own sentences
+            found = [c.translated(given, escape) for c in message]  # each candidate takes its own sentences
             out.append(next((t for t in found if t is not None), None))
         return out
+
+
+class MessageText:
+    """One text as one message (`/translate` with `placeholders`): `render` gives its translation, or the text
+    itself where a placeholder would not come back (`kept` then False)."""
+
+    def __init__(self, text: str):
+        self.text, self.messages, self.kept = text, Messages(), True
+        self.messages.add([plain(text)])
+        self.sentences = self.messages.sentences
+
+    def render(self, translations: list[tuple[str, str | None]]) -> str:
+        found = self.messages.translated(translations)[0]
+        self.kept = found is not None
+        return self.text if found is None else found
+
+
+class MessageLines:
+    """Lines, each a message (`mt translate --placeholders`): `render` gives the translated lines' bytes, a line
+    whose placeholder would not come back written as it came, and counted in `notes`."""
+
+    def __init__(self, data: bytes, name):
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            line = data[:e.start].count(b"\n") + 1
+            raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
+        self.name, self.lines = name, text.split("\n")
+        self.messages = Messages()
+        for line in self.lines:
+            self.messages.add([plain(line.rstrip("\r"))])
+        self.sentences = self.messages.sentences
+        self.refused = 0
+
+    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+        found = self.messages.translated(translations)
+        self.refused = sum(1 for t, line in zip(found, self.lines) if t is None)
+        return "\n".join(line if t is None else t + line[len(line.rstrip("\r")):]
+                         for t, line in zip(found, self.lines)).encode("utf-8")
+
+    def notes(self) -> list[str]:
+        if not self.refused:
+            return []
+        return [f"{self.name}: {self.refused} lines written as they came: a placeholder or tag would not come back "
+                "from their translation"]

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from mt.documents.inline_markup import Tag, Unit, render_unit
 
 PLACEHOLDER = re.compile(
-    r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?[diouxXeEfFgGaAcsSpn%@r]"
+    r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
+    r"[diouxXeEfFgGaAcsSpn%@r]"  # printf: %s, %1$s, %(name)s, %-5.2f, %lld, Objective-C's %@
     r"|\{\{.*?\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}\s]*)?\}"  # braces: {{ var }}, {0}, {name}, {0:.2f}, {}
     r"|\$\{[^{}\s]+\}|\$[A-Za-z_]\w*"  # ${x}, $HOME
     r"|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]\w*);"  # entities
@@ -50,10 +51,10 @@ class Protected:
     unit: Unit
     lone: list[tuple[str, bool, bool]]
 
-    def rendered(self, given) -> str:
-        """The message with its sentences' translations (the next ones of `given`, (text, alignment) each) and
-        its placeholders put back."""
-        text = render_unit(self.unit, given, escape=str)
+    def rendered(self, given, escape=str) -> str:
+        """The message with its sentences' translations (the next ones of `given`, (text, alignment) each, passed
+        through `escape`) and its placeholders put back."""
+        text = render_unit(self.unit, given, escape=escape)
         out = ""
         for i, c in enumerate(text):
             if not FIRST <= ord(c) < FIRST + len(self.lone):
@@ -67,12 +68,13 @@ class Protected:
         return out
 
 
-def protected(text: str) -> Protected:
-    """`text` with its placeholders taken out. Lone placeholders joined by punctuation alone ("$HOME/${x}") are
-    one, with the brackets or quotes around them ("(%d)", "'%s'"); one between two spaces takes the space after
-    it along, so that the model reads one space between the words either side."""
+def protected(text: str, whole: re.Pattern | None = None) -> Protected:
+    """`text` with its placeholders taken out, and what `whole` matches as one (an XLIFF's `<ph>...</ph>`). Lone
+    placeholders joined by punctuation alone ("$HOME/${x}") are one, with the brackets or quotes around them
+    ("(%d)", "'%s'"); one between two spaces takes the space after it along, so that the model reads one space
+    between the words either side."""
     unit, lone, at = Unit(), [], 0
-    for start, end, name, role in _pieces(text):
+    for start, end, name, role in _pieces(text, whole):
         if start < at:  # inside the space taken along with the one before
             start = at
         unit.text += text[at:start]
@@ -82,24 +84,42 @@ def protected(text: str) -> Protected:
             continue
         before = start == 0 or text[start - 1].isspace()
         after = end == len(text) or text[end].isspace()
-        unit.tags.append(Tag(len(unit.text), chr(FIRST + len(lone)), "void"))
+        sentinel = chr(FIRST + len(lone))
+        if not before and after and unit.text and not unit.text[-1].isspace():
+            _after_word(unit, sentinel)
+        else:
+            unit.tags.append(Tag(len(unit.text), sentinel, "void"))
         lone.append((text[start:end], before, after))
         at = end + (1 if before and after and end < len(text) else 0)
     unit.text += text[at:]
     return Protected(unit, lone)
 
 
-def _pieces(text: str) -> list[tuple[int, int, str, str]]:
+def _after_word(unit: Unit, sentinel: str) -> None:
+    """A placeholder stuck to the end of the word before it (`file%s`, `here<x/>`) as the end tag of an element
+    around that word, so that it follows the word's translation (a lone one goes before the next word's). The
+    element's start tag and an empty child (which keeps the word from being written as sent) are empty."""
+    word = len(unit.text) - len(unit.text.split()[-1])
+    at = next((i for i, tag in enumerate(unit.tags) if tag.at >= word), len(unit.tags))
+    name = f"#{ord(sentinel)}"
+    unit.tags[at:at] = [Tag(word, "", "open", name), Tag(word, "", "void")]
+    unit.tags.append(Tag(len(unit.text), sentinel, "close", name))
+
+
+def _pieces(text: str, whole: re.Pattern | None) -> list[tuple[int, int, str, str]]:
     """(start, end, tag name, role) of each tag, and (start, end, "#", "void") of each run of lone placeholders."""
     pieces: list[tuple[int, int, str, str]] = []
-    for m in PLACEHOLDER.finditer(text):
-        close, name, void = m.group(1), m.group(2), m.group(3)
+    spans = [m.span() for m in whole.finditer(text)] if whole else []
+    found = [(s, e, None) for s, e in spans] + [(m.start(), m.end(), m) for m in PLACEHOLDER.finditer(text)
+                                                 if not any(s <= m.start() < e for s, e in spans)]
+    for start, end, m in sorted(found, key=lambda f: f[0]):
+        close, name, void = m.groups() if m else (None, None, None)
         if name and not void:
-            pieces.append((m.start(), m.end(), name, "close" if close else "open"))
-        elif pieces and pieces[-1][2] == "#" and JOINING.fullmatch(text, pieces[-1][1], m.start()):
-            pieces[-1] = (pieces[-1][0], m.end(), "#", "void")
+            pieces.append((start, end, name, "close" if close else "open"))
+        elif pieces and pieces[-1][2] == "#" and JOINING.fullmatch(text, pieces[-1][1], start):
+            pieces[-1] = (pieces[-1][0], end, "#", "void")
         else:
-            pieces.append((m.start(), m.end(), "#", "void"))
+            pieces.append((start, end, "#", "void"))
     for i, (start, end, name, role) in enumerate(pieces):
         if name == "#" and 0 < start and end < len(text) and PAIRS.get(text[start - 1]) == text[end]:
             pieces[i] = (start - 1, end + 1, name, role)

@@ -9,8 +9,9 @@ obsolete entries, the header, line breaks and the file's wrapping and order stay
 
 A plural entry gets one msgstr per plural form of the file (its header's Plural-Forms, else its Language's or
 the target language's, mt/documents/plurals.py), each translated with its number filled in
-(mt/documents/messages.py); a header without Plural-Forms then gets that line. An entry whose translation
-would lose a placeholder keeps its empty msgstr and gets `fuzzy`, and is counted in `notes`.
+(mt/documents/messages.py); a header without Plural-Forms then gets that line, and a POT's header its
+template values filled (charset=UTF-8, the Plural-Forms for nplurals=INTEGER), as msginit does. An entry whose
+translation would lose a placeholder keeps its empty msgstr and gets `fuzzy`, and is counted in `notes`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class PoDocument:
         self.header = next((b for b in blocks if all(b is not blk for blk, _ in entries)), None)
         line = catalog.metadata.get("Plural-Forms", "").strip()
         self.header_forms = bool(line) and "INTEGER" not in line  # a POT's header says nplurals=INTEGER
+        self.header_template = "INTEGER" in line or "charset=CHARSET" in catalog.metadata.get("Content-Type", "")
         self.forms = parsed(line, f"{name}: header") if self.header_forms else \
             for_language(catalog.metadata.get("Language") or options.target)
         self.messages, self.fills, self.unsized = Messages(), [], 0
@@ -92,18 +94,19 @@ class PoDocument:
 
     def render(self, translations: list[tuple[str, str | None]]) -> bytes:
         translated = self.messages.translated(translations)
-        lines = list(self.lines)
+        edits = []  # (block, its new lines)
         self.refused = 0
-        plural = False
-        for fill in reversed(self.fills):  # from the end: a changed block moves none before it
+        for fill in self.fills:
             texts = [translated[i] for i in fill.messages]
             if any(t is None for t in texts):
                 self.refused += 1
                 texts = [""] * len(texts)
-            plural = plural or fill.plural
-            lines[fill.block.start:fill.block.end] = self._entry(lines[fill.block.start:fill.block.end], fill, texts)
-        if plural and not self.header_forms:
-            lines = self._with_plural_forms(lines)
+            edits.append((fill.block, self._entry(self.lines[fill.block.start:fill.block.end], fill, texts)))
+        if self.fills and (self.header_template or (self.forms and not self.header_forms)):
+            edits.append(self._header())
+        lines = list(self.lines)
+        for block, new in sorted(edits, key=lambda edit: -edit[0].start):  # from the end: none moves another
+            lines[block.start:block.end] = new
         return "".join(lines).encode("utf-8")
 
     def _entry(self, lines: list[str], fill: Fill, texts: list[str]) -> list[str]:
@@ -117,21 +120,22 @@ class PoDocument:
         out[-1] = out[-1][:-len(self.newline)] + last_newline
         return _fuzzy(out, self.newline)
 
-    def _with_plural_forms(self, lines: list[str]) -> list[str]:
-        """The header with a Plural-Forms line for the forms used (a header made for it if there is none)."""
-        line = f'"Plural-Forms: {self.forms.line}\\n"{self.newline}'
+    def _header(self) -> tuple[Block, list[str]]:
+        """The header with the file's charset (UTF-8 for a POT's CHARSET) and the Plural-Forms line of the forms
+        used (in place of a POT's nplurals=INTEGER); a header made for it where there is none."""
+        line = f'"Plural-Forms: {self.forms.line}\\n"{self.newline}' if self.forms and not self.header_forms else ""
         if self.header is None:
-            return [f'msgid ""{self.newline}', f'msgstr ""{self.newline}',
-                    f'"Content-Type: text/plain; charset=UTF-8\\n"{self.newline}', line, self.newline] + lines
-        header = lines[self.header.start:self.header.end]
+            return Block(0, 0), [f'msgid ""{self.newline}', f'msgstr ""{self.newline}',
+                                 f'"Content-Type: text/plain; charset=UTF-8\\n"{self.newline}', line, self.newline]
+        header = [h.replace("charset=CHARSET", "charset=UTF-8") for h in self.lines[self.header.start:self.header.end]]
         at = next((i for i, h in enumerate(header) if h.lstrip().startswith('"Plural-Forms:')), None)
-        if at is not None:
+        if at is not None and line:
             header[at] = line
-        else:
+        elif line:
             if not header[-1].endswith(("\n", "\r")):
                 header[-1] += self.newline
             header.append(line)
-        return lines[:self.header.start] + header + lines[self.header.end:]
+        return self.header, header
 
     def notes(self) -> list[str]:
         out = []

@@ -42,7 +42,7 @@ from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, transl
 from mt.serving.long_sentences import fit_to_model, joined_translations
 from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
-from mt.documents.messages import Localization
+from mt.documents.messages import Localization, MessageText
 from mt.documents.text import TextDocument
 from mt.serving.files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
 from mt.serving.models import ServedModel, Server, ServeSettings
@@ -86,26 +86,34 @@ async def translate(request: Request) -> JSONResponse:
     if fmt not in ("text", "html"):
         raise HttpError(400, f"Invalid request: format must be text or html, got {fmt!r}")
     alternatives = int_field(body, "alternatives", 0, 0, 10)
+    protect = bool_field(body, "placeholders")  # mt's own: placeholders kept out of the model's way (messages.py)
+    if protect and fmt != "text":
+        raise HttpError(400, "Invalid request: placeholders: for format text (html's markup is kept anyway)")
     detected = await _detected(server, texts) if body.get("source") == "auto" else None
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
-    documents = await run_in_threadpool(lambda: [HtmlDocument(t) if fmt == "html" else TextDocument(t) for t in texts])
+    kind = HtmlDocument if fmt == "html" else MessageText if protect else TextDocument
+    documents = await run_in_threadpool(lambda: [kind(t) for t in texts])
     sentences = [s for document in documents for s in document.sentences]
     if len(sentences) > server.limits.max_sentences:
         raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
     # HTML's inline markup goes back where the word alignment of each whole sentence puts it.
-    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary, alignment=fmt == "html")
+    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary,
+                                   alignment=fmt == "html" or protect)
 
-    def render() -> tuple[list[str], list[list[str]]]:
-        results, alts, at = [], [], 0
+    def render() -> tuple[list[str], list[list[str]], list[bool]]:
+        results, alts, kept, at = [], [], [], 0
         for document in documents:
             n = len(document.sentences)
             mine, at = found[at:at + n], at + n
             results.append(document.render([hyps[0] for hyps in mine]))
+            kept.append(getattr(document, "kept", True))  # False: a placeholder would not come back
             alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine])
                          for i in range(1, alternatives + 1)])
-        return results, alts
-    results, alts = await _rendered(request, served, render, glossary) if fmt == "html" else render()
+        return results, alts, kept
+    results, alts, kept = await _rendered(request, served, render, glossary) if fmt == "html" or protect else render()
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
+    if protect:  # False: a placeholder would not come back, and the text is answered as sent
+        answer["placeholdersKept"] = kept if isinstance(q, list) else kept[0]
     if alternatives:
         answer["alternatives"] = alts if isinstance(q, list) else alts[0]
     if detected:

@@ -94,3 +94,16 @@ README_LIMIT = 15 * 1024  # bytes: the README is the front page; detail goes to 
 def test_the_readme_stays_under_15_kb():
     size = len((ROOT / "README.md").read_bytes())
     assert size < README_LIMIT, f"README.md is {size} bytes; move detail to docs/ (limit {README_LIMIT})"
+
+
+def _layout_block() -> str:
+    """The module map: the code block under docs/design.md's `## Layout`."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    return text.split("## Layout", 1)[1].split("```", 2)[1]
+
+
+def test_every_module_is_named_in_the_module_map():
+    block = _layout_block()
+    unnamed = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "mt").rglob("*.py"))
+               if path.name not in ("__init__.py", "__main__.py") and not re.search(rf"\b{path.name}\b", block)]
+    assert unnamed == [], f"name them in docs/design.md's Layout: {unnamed}"

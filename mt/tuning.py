@@ -12,9 +12,11 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import time
 
 TRAINING_COMMANDS = (["train"], ["bench", "train"])
 MODEL_COMMANDS = TRAINING_COMMANDS + (["translate"], ["evaluate"], ["serve"])  # they run a model: mallopt pays off
+LOAD_COMMANDS = MODEL_COMMANDS + (["score"], ["distill"])  # they run a model's threads: the machine's load is sampled
 
 
 def command_of(args: list[str]) -> list[str]:
@@ -29,15 +31,50 @@ def is_one_of(command: list[str], commands) -> bool:
     return any(command[:len(words)] == words for words in commands)
 
 
-def openmp_spin_count(command: list[str]) -> str | None:
-    """GOMP_SPINCOUNT for `command`: 30,000 unless it trains (None: GNU OpenMP's 300,000).
+BUSY_CORES = 0.5  # cores kept busy by other processes from which mt's OpenMP threads no longer spin
 
-    torch's CPU threads wait at a barrier after each parallel operation; GNU OpenMP spins 300,000 rounds there
-    before it sleeps. Decoding runs hundreds of small parallel operations per step, and with a core busy
-    elsewhere a spinning thread keeps the CPU from the thread it waits for: 30,000 rounds made beam search
-    3.3x faster with one core busy and no slower on an idle machine. Training's operations are large, and
-    there 30,000 rounds cost about 10% (docs/benchmarks.md, "Threads that spin")."""
+
+def openmp_spin_count(command: list[str], other_load: float | None) -> str | None:
+    """GOMP_SPINCOUNT for `command` with `other_load` cores busy with other work as it starts (None: unknown, as
+    idle): 0 on a busy machine; else 30,000, and None (GNU OpenMP's 300,000) for training.
+
+    torch's CPU threads (and CTranslate2's) wait at a barrier after each parallel operation; GNU OpenMP spins
+    300,000 rounds there before it sleeps. On an idle machine spinning pays: decoding runs hundreds of small
+    parallel operations per step, and with no spinning at all beam search took 1.8x as long; 30,000 rounds cost
+    it nothing and training about 10% (its operations are large, so it keeps GNU's count). On a machine whose
+    cores other processes use, a spinning thread keeps the core from the thread it waits for, and every count
+    above 0 was slower, 2-9x for the export (docs/benchmarks.md, "Threads that spin")."""
+    if other_load is not None and other_load >= BUSY_CORES:
+        return "0"
     return None if is_one_of(command, TRAINING_COMMANDS) else "30000"
+
+
+def other_load(window: float = 0.1) -> float | None:
+    """Cores that processes other than this one kept busy over the next `window` seconds (/proc/stat's busy time
+    of all CPUs, less this process's own); None where /proc cannot tell (not Linux). A sample, not the load
+    average: that trails the last minute, and mt starts beside work that began seconds ago or just ended."""
+    try:
+        before, own_before = _busy_ticks(), _own_ticks()
+        time.sleep(window)
+        after, own_after = _busy_ticks(), _own_ticks()
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = window * os.sysconf("SC_CLK_TCK")
+    return max(0.0, ((after - before) - (own_after - own_before)) / ticks)
+
+
+def _busy_ticks() -> int:
+    """The machine's busy clock ticks so far: /proc/stat's `cpu` line less its idle and iowait columns."""
+    with open("/proc/stat", encoding="ascii") as f:
+        values = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    return sum(values) - values[3] - values[4]
+
+
+def _own_ticks() -> int:
+    """This process's user and system clock ticks so far (/proc/self/stat's 14th and 15th fields)."""
+    with open("/proc/self/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def huge_pages(command: list[str]) -> str | None:
@@ -120,12 +157,17 @@ def attention_without_cudnn() -> None:
 
 def tune_process(args: list[str]) -> dict[str, str]:
     """Tune this process for the command `mt ARGS` (sys.argv[1:]), before torch is imported, and return what was
-    set, name -> value. Environment variables the user set win and are left out of the result. Every command but
-    training: GOMP_SPINCOUNT; training (`mt train`, `mt bench train`): THP_MEM_ALLOC_ENABLE and SDPA without
-    cuDNN (this imports torch); `mt serve`: ONEDNN_PRIMITIVE_CACHE_CAPACITY and LRU_CACHE_CAPACITY; the commands
-    that run a model: glibc's malloc keeps freed memory."""
+    set, name -> value. Environment variables the user set win and are left out of the result. The commands that
+    run a model first sample the machine's load (`other_load`, 0.1 s; in the result as `other_load`); every
+    command: GOMP_SPINCOUNT (`openmp_spin_count`); training (`mt train`, `mt bench train`): THP_MEM_ALLOC_ENABLE
+    and SDPA without cuDNN (this imports torch); `mt serve`: ONEDNN_PRIMITIVE_CACHE_CAPACITY and
+    LRU_CACHE_CAPACITY; the commands that run a model: glibc's malloc keeps freed memory."""
     command, done = command_of(args), {}
-    for name, value in (("GOMP_SPINCOUNT", openmp_spin_count(command)), ("THP_MEM_ALLOC_ENABLE", huge_pages(command)),
+    load = other_load() if is_one_of(command, LOAD_COMMANDS) and "GOMP_SPINCOUNT" not in os.environ else None
+    if load is not None:
+        done["other_load"] = f"{load:.1f} of {os.cpu_count()} cores"
+    for name, value in (("GOMP_SPINCOUNT", openmp_spin_count(command, load)),
+                        ("THP_MEM_ALLOC_ENABLE", huge_pages(command)),
                         ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", kernel_cache_capacity(command)),
                         ("LRU_CACHE_CAPACITY", kernel_cache_capacity(command))):
         if value is not None and name not in os.environ:

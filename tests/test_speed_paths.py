@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -240,13 +241,49 @@ TUNE = "from mt.tuning import tune_process; tune_process(sys.argv[1:]); "
 
 
 def test_the_mt_command_shortens_openmp_spinning_before_torch_loads_unless_the_user_chose_or_it_trains():
-    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: tune_process must set it first."""
-    probe = "import sys, os; " + TUNE + "print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
+    """GNU OpenMP reads GOMP_SPINCOUNT once, when torch loads it: tune_process must set it first. The load the
+    command samples is set here (the suite's other worker keeps this machine busy)."""
+    idle = "import sys, os, mt.tuning; mt.tuning.other_load = lambda: 0.0; "
+    probe = idle + TUNE + "print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))"
     assert _import_mt(probe, "translate") == ["False", "30000"]
     assert _import_mt(probe, "translate", GOMP_SPINCOUNT="5") == ["False", "5"]
     # GNU's default for training, which is faster with it; training loads torch, after the variables, for cuDNN
     assert _import_mt(probe, "train", "config.yaml") == ["True", "None"]
     assert _import_mt(probe, "--debug", "bench", "train") == ["True", "None"]
+    busy = probe.replace("lambda: 0.0", "lambda: 1.5")
+    assert _import_mt(busy, "translate") == ["False", "0"]
+    assert _import_mt(busy, "train", "config.yaml") == ["True", "0"]
+    assert _import_mt(busy, "score", GOMP_SPINCOUNT="5") == ["False", "5"]  # the user's value stays
+
+
+def test_openmp_threads_spin_only_while_no_other_process_keeps_a_core_busy():
+    assert tuning.openmp_spin_count(["translate"], 0.2) == "30000"
+    assert tuning.openmp_spin_count(["serve"], None) == "30000"  # unknown (no /proc): as on an idle machine
+    assert tuning.openmp_spin_count(["train"], 0.2) is None
+    assert tuning.openmp_spin_count(["translate"], tuning.BUSY_CORES) == "0"
+    assert tuning.openmp_spin_count(["bench", "train"], 1.0) == "0"
+
+
+def _busy_loops(count: int) -> list[subprocess.Popen]:
+    """CPU-bound processes that stop by themselves after 60 s (the caller kills them sooner)."""
+    loop = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(count)]
+
+
+def test_the_command_sees_busy_cores_and_stops_spinning(trained_tiny):
+    """Two CPU-bound processes beside `mt translate`: the load it samples at start counts them, and its threads
+    do not spin (`--debug` says both)."""
+    loops = _busy_loops(2)
+    try:
+        time.sleep(0.5)
+        assert tuning.other_load() >= 1.0
+        proc = run_mt("--debug", "translate", "-c", trained_tiny / "checkpoint_last.pt", input="Ein Test.\n")
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    tuning_line = next(line for line in proc.stderr.splitlines() if line.startswith("tuning: "))
+    assert "other_load=" in tuning_line and "GOMP_SPINCOUNT=0" in tuning_line, tuning_line
 
 
 def test_the_mt_command_loads_torch_only_after_its_tuning():

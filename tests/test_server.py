@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -256,8 +257,8 @@ def test_a_server_of_two_pairs_lists_both_and_each_translates_with_its_model(two
 
 
 def test_source_auto_detects_each_served_language_and_routes_to_its_pair(two_pairs, checkpoint, trained_tiny):
-    """German text goes to de-en, English to en-de, each detected from the text: English asked for in English is
-    en-en, which is not served (a detector that followed the target would pick de)."""
+    """German text goes to de-en, English to en-de, each detected from the text (a detector that followed the
+    target would pick de)."""
     german, english = single_sentence_lines(2)[1], single_sentence_lines(2, DATA / "dev.en")[1]
     cases = [(german, "de", "en", checkpoint), (english, "en", "de", trained_tiny / "checkpoint_30.pt")]
     for text, language, target, model in cases:
@@ -271,8 +272,43 @@ def test_source_auto_detects_each_served_language_and_routes_to_its_pair(two_pai
         assert listed["translatedText"] == [expected] * 2 and len(listed["detectedLanguage"]) == 2
         detected = two_pairs.post("/detect", data={"q": text}).json()
         assert [d["language"] for d in detected] == [language, "en" if language == "de" else "de"]
-    unserved = two_pairs.post("/translate", json={"q": english, "source": "auto", "target": "en"})
-    assert unserved.status_code == 400 and "en-en is not available" in unserved.json()["error"]
+
+
+def test_source_auto_on_text_already_in_the_target_language_answers_it_as_sent(two_pairs):
+    """As LibreTranslate's identity translation: the text unchanged, its language detected, no alternatives."""
+    english = single_sentence_lines(3, DATA / "dev.en")[1:]
+    answer = two_pairs.post("/translate", json={"q": english[0], "source": "auto", "target": "en", "alternatives": 2})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["translatedText"] == english[0] and answer.json()["alternatives"] == []
+    assert answer.json()["detectedLanguage"]["language"] == "en"
+    listed = two_pairs.post("/translate", json={"q": english, "source": "auto", "target": "en"}).json()
+    assert listed["translatedText"] == english and [d["language"] for d in listed["detectedLanguage"]] == ["en"] * 2
+
+
+def _fetched(url: str) -> bytes:
+    """GET `url` as given, with the standard library's client (which, like curl, refuses a URL with a space)."""
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return response.read()
+
+
+def test_translate_file_with_source_auto_detects_the_files_language_and_its_url_fetches(two_pairs, checkpoint):
+    """A file named with a space: its translatedFileUrl is percent-encoded, so a plain client fetches it; source
+    auto translates it from the language detected in it, and a file already in the target language comes back
+    as it was."""
+    german, english = single_sentence_lines(2)[1], single_sentence_lines(2, DATA / "dev.en")[1]
+    urls = {}
+    for source in ("de", "auto"):
+        answer = two_pairs.post("/translate_file", data={"source": source, "target": "en"},
+                                files={"file": ("my notes.txt", f"{german}\n".encode())})
+        assert answer.status_code == 200, answer.text
+        urls[source] = answer.json()["translatedFileUrl"]
+    assert urls["auto"].endswith(".my%20notes.txt")
+    translated = f"{translate_offline(checkpoint, [german])[0]}\n".encode()
+    assert _fetched(urls["auto"]) == _fetched(urls["de"]) == translated
+    same = two_pairs.post("/translate_file", data={"source": "auto", "target": "en"},
+                          files={"file": ("already english.txt", f"{english}\n".encode())})
+    assert same.status_code == 200, same.text
+    assert _fetched(same.json()["translatedFileUrl"]) == f"{english}\n".encode()
 
 
 def test_several_sentences_come_back_joined_with_their_whitespace(server, checkpoint):

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -39,7 +40,7 @@ from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentenc
 from mt.documents.inline_markup import Fragments, HtmlDocument
 from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
 from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
-from mt.serving.long_sentences import fit_to_model, joined_translations
+from mt.decoding.long_sentences import fit_to_model, joined_translations
 from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
 from mt.documents.messages import Localization, MessageText
@@ -89,7 +90,9 @@ async def translate(request: Request) -> JSONResponse:
     protect = bool_field(body, "placeholders")  # mt's own: placeholders kept out of the model's way (messages.py)
     if protect and fmt != "text":
         raise HttpError(400, "Invalid request: placeholders: for format text (html's markup is kept anyway)")
-    detected = await _detected(server, texts) if body.get("source") == "auto" else None
+    detected = await _detected(server, texts, body.get("target")) if body.get("source") == "auto" else None
+    if detected and detected["language"] == body.get("target"):  # as LibreTranslate's identity translation
+        return JSONResponse(_as_sent(q, detected, alternatives))
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
     kind = HtmlDocument if fmt == "html" else MessageText if protect else TextDocument
     documents = await run_in_threadpool(lambda: [kind(t) for t in texts])
@@ -121,14 +124,26 @@ async def translate(request: Request) -> JSONResponse:
     return JSONResponse(answer)
 
 
-async def _detected(server: Server, texts: list[str]) -> dict:
-    """LibreTranslate's `detectedLanguage` for `source: "auto"`: the most probable served source language of
-    the request's texts together."""
-    found = await run_in_threadpool(detect, "\n".join(texts), {s for s, _ in server.models})
+async def _detected(server: Server, texts: list[str], target) -> dict:
+    """LibreTranslate's `detectedLanguage` for `source: "auto"`: the most probable of the served source languages
+    and the served `target` for the request's texts together (a text already in the target language is answered
+    as it is, as LibreTranslate does)."""
+    served_target = {target} & {t for _, t in server.models} if isinstance(target, str) else set()
+    candidates = {s for s, _ in server.models} | served_target
+    found = await run_in_threadpool(detect, "\n".join(texts), candidates)
     if not found:
         raise HttpError(400, "source: auto: none of the served source languages can be detected; give the source "
                              "language code (see /languages)")
     return {"confidence": found[0][1], "language": found[0][0]}
+
+
+def _as_sent(q, detected: dict, alternatives: int) -> dict:
+    """The answer for texts already in the target language: each as it was sent (LibreTranslate's identity
+    translation, whose alternatives are all the text itself, so none)."""
+    answer = {"translatedText": q, "detectedLanguage": [detected] * len(q) if isinstance(q, list) else detected}
+    if alternatives:
+        answer["alternatives"] = [[] for _ in q] if isinstance(q, list) else []
+    return answer
 
 
 async def detect_language(request: Request) -> JSONResponse:
@@ -177,16 +192,21 @@ async def translate_file(request: Request) -> JSONResponse:
     if fmt is None:
         raise HttpError(400, f"Invalid request: {upload.filename}: mt translates "
                              f"{', '.join(sorted(FILE_EXTENSIONS))} files")
-    if form.get("source") == "auto":
-        raise HttpError(400, "Invalid request: source auto is for text; give a file's source language")
-    served = server.model(form.get("source"), form.get("target"))
+    source, target, auto = form.get("source"), form.get("target"), form.get("source") == "auto"
+    served = None if auto else server.model(source, target)
     data = await upload.read()
-    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename),
-                                       Localization(form.get("target")))
-    found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
-    translated = await _rendered(request, served, lambda: document.render([per[0] for per in found]), {})
+    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename), Localization(target))
+    if auto:  # the language of the file's sentences, as LibreTranslate detects it
+        source = (await _detected(server, document.sentences, target))["language"]
+    if auto and source == target:  # already in the target language: the file as it came
+        translated = data
+    else:
+        served = served or server.model(source, target)
+        found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
+        translated = await _rendered(request, served, lambda: document.render([per[0] for per in found]), {})
     name = await run_in_threadpool(request.app.state.files.keep, translated, upload.filename)
-    return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
+    url = f"{str(request.base_url).rstrip('/')}/download_file/{urllib.parse.quote(name)}"  # a space is %20
+    return JSONResponse({"translatedFileUrl": url})
 
 
 async def download_file(request: Request) -> Response:
@@ -222,7 +242,7 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
                   alignment: bool = False):
     """Translations of `lines` (mt.decoding.lines.Translation per hypothesis) through the front end `mt translate` uses
     (mt/decoding/lines.py `LineBatch`), decoded by the worker beside every other request's sentences, and the pieces
-    each line was cut into (mt/serving/long_sentences.py: 1 for a line that fits the model); a client that disconnects
+    each line was cut into (mt/decoding/long_sentences.py: 1 for a line that fits the model); a client that disconnects
     releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
     server: Server = request.app.state.server
     tr = served.translator

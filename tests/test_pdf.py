@@ -113,3 +113,48 @@ def test_bad_pdfs_are_one_line_each_and_write_nothing(model, tmp_path, case):  #
     line = one_error_line(run_mt("translate", "-c", model, "-i", path, "-o", out, check=False))
     assert line.startswith(f"error: {path}: {message}"), line
     assert not out.exists()
+
+
+COLUMNS = (72, 222, 372)  # where a table's cells start
+
+
+def _table_and_field(sentences: list[str]) -> tuple[bytes, list[list[str]]]:
+    """A table inside a drawn border, each row's cells on one line (MuPDF reads each row as one block), and
+    below it a sentence beside a text field holding a value; and the table's rows."""
+    rows = [["Paket", "Version", "Beschreibung"], [" ".join(sentences[0].split()[:2]), "1.0", sentences[1]],
+            [" ".join(sentences[2].split()[:2]), "2.3", " ".join(sentences[3].split()[:3])]]
+    doc = pymupdf.open()
+    page = doc.new_page()
+    for r, cells in enumerate(rows):
+        for x, text in zip(COLUMNS, cells):
+            page.insert_text((x, 100 + 20 * r), text, fontname="helv", fontsize=11)
+    page.draw_rect(pymupdf.Rect(68, 85, 560, 150))
+    page.insert_text((72, 214), sentences[4], fontname="helv", fontsize=11)
+    field = pymupdf.Widget()
+    field.field_name, field.field_type = "name", pymupdf.PDF_WIDGET_TYPE_TEXT
+    field.field_value, field.rect = "Hans Müller wohnt hier", pymupdf.Rect(72, 230, 300, 250)
+    page.add_widget(field)
+    return doc.tobytes(), rows
+
+
+def test_table_cells_on_one_line_are_translated_apart_and_form_fields_left_alone(model, tmp_path):  # noqa: F811
+    source, rows = _table_and_field(SENTENCES)
+    (tmp_path / "in.pdf").write_bytes(source)
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.pdf", "-o", tmp_path / "out.pdf")
+    page = pymupdf.open(tmp_path / "out.pdf")[0]
+    texts = [cell for row in rows for cell in row if any(c.isalpha() for c in cell)]
+    expected = iter(plain(model, texts + [SENTENCES[4]]))
+    for r, cells in enumerate(rows):
+        for k, cell in enumerate(cells):
+            right = COLUMNS[k + 1] - 2 if k + 1 < len(COLUMNS) else 560
+            found = page.get_text("text", clip=pymupdf.Rect(COLUMNS[k] - 2, 86 + 20 * r, right, 104 + 20 * r))
+            want = next(expected) if any(c.isalpha() for c in cell) else cell
+            assert " ".join(found.split()) == " ".join(want.split()), (r, k)
+    table = page.get_text("dict", clip=pymupdf.Rect(68, 85, 560, 150))["blocks"]
+    spans = [s for b in table for line in b.get("lines", []) for s in line["spans"]]
+    assert not [s["text"] for s in spans if any(s["bbox"][0] < x - 2 < s["bbox"][2] for x in COLUMNS[1:])]
+    assert " ".join(page.get_text("text", clip=pymupdf.Rect(70, 200, 560, 222)).split()) == \
+        " ".join(next(expected).split())
+    field = next(page.widgets())
+    assert field.field_value == "Hans Müller wohnt hier"
+    assert " ".join(page.get_text("text", clip=field.rect).split()) == "Hans Müller wohnt hier"

@@ -6,7 +6,10 @@ joined with a space (none after a hyphen at a line's end: apt-get stays whole), 
 (mt/documents/runs.py). The block's source text is removed with a redaction that spares images and drawings,
 and the translation is written into the block's rectangle word by word (`_lay_out`, PyMuPDF's TextWriter),
 wrapped at its width and shrunk alike until it fits its height. `Page.insert_htmlbox` laid a block out in 4.8
-ms against about 1 (a 129-page PDF: 14.7 s against 3.2), and embedded its fonts once per block.
+ms against about 1 (a 129-page PDF: 14.7 s against 3.2), and embedded its fonts once per block. A block whose
+lines hold pieces of text apart by a wide gap (a table's cells on one line, which MuPDF reads as one block) is
+cut there: each piece is translated and written apart, into its own rectangle up to the next piece on its line.
+The values of form fields (widgets) are left as they are.
 
 What it keeps: pages and their size, images, drawings, links, annotations, where each block is, and each run's
 size, colour, bold and italic. What it cannot keep: the fonts themselves (the text is written in the PDF's
@@ -72,6 +75,7 @@ FACES = {"sans-serif": ("helv", "hebo", "heit", "hebi"), "serif": ("tiro", "tibo
          "monospace": ("cour", "cobo", "coit", "cobi")}
 LINE_HEIGHT = 1.2  # a line's height, in font sizes
 SMALLEST = 0.3  # a block's translation is shrunk to fit its rectangle, down to this share of its font sizes
+WIDE_GAP = 1.0  # text on one line further apart than this many font sizes is in two cells (a word space: 0.28)
 
 
 @functools.cache
@@ -188,23 +192,88 @@ def _opened(pymupdf, data: bytes, name: Path):
 
 
 def _blocks(page, number: int, flags: int) -> list[_Block]:
-    """The page's horizontal text blocks that hold a letter, their spans merged into runs of one look."""
+    """The page's horizontal text blocks that hold a letter, cut into a table's cells, their spans merged into
+    runs of one look; text in form fields left out."""
+    fields = [tuple(widget.rect) for widget in page.widgets()]
     found = []
     for raw in page.get_text("dict", flags=flags)["blocks"]:
         lines = [line for line in raw.get("lines", []) if any(s["text"].strip() for s in line["spans"])]
         if not lines or any(tuple(line["dir"]) != (1.0, 0.0) for line in lines):
             continue
-        block = _Block(number, tuple(raw["bbox"]), [tuple(line["bbox"]) for line in lines])
-        for i, line in enumerate(lines):
-            if i:
-                block.end_line()
-            for span in line["spans"]:
-                text = span["text"].lstrip() if not block.texts or block.texts[-1][-1:].isspace() else span["text"]
-                block.add(_Look.of(span), text)
-        block.texts = [t.rstrip() if i == len(block.texts) - 1 else t for i, t in enumerate(block.texts)]
-        if any(c.isalpha() for t in block.texts for c in t):
-            found.append(block)
+        kept = [[s for s in line["spans"] if not _inside(s["bbox"], fields)] for line in lines]
+        rows = _rows([spans for spans in kept if any(s["text"].strip() for s in spans)])
+        if any(len(row) > 1 for row in rows):  # a table's cells
+            pieces = [(piece, _cell_rect(row, k)) for row in rows for k, piece in enumerate(row)]
+        else:
+            whole = [line for row in rows for piece in row for line in piece]
+            fielded = sum(map(len, kept)) < sum(len(line["spans"]) for line in lines)
+            pieces = [(whole, functools.reduce(_union, [line["bbox"] for line in whole]) if fielded and whole
+                       else tuple(raw["bbox"]))]
+        for piece, rect in pieces:
+            block = _block(number, piece, rect)
+            if any(c.isalpha() for t in block.texts for c in t):
+                found.append(block)
     return found
+
+
+def _inside(bbox, rects: list[tuple]) -> bool:
+    x, y = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+    return any(x0 <= x <= x1 and y0 <= y <= y1 for x0, y0, x1, y1 in rects)
+
+
+def _rows(lines: list[list[dict]]) -> list[list[list[dict]]]:
+    """The lines' spans as rows (a line, or lines MuPDF set side by side on one baseline), each row's pieces of
+    text apart by a gap over WIDE_GAP font sizes (a table's cells), each piece its lines ({"bbox", "spans"})."""
+    rows: list[list[list[dict]]] = []
+    for spans in lines:
+        current = None  # the piece of this line being filled
+        for span in spans:
+            last = rows[-1][-1][-1]["bbox"] if rows else None
+            wide = last is not None and span["text"].strip() and span["bbox"][0] - last[2] > WIDE_GAP * span["size"]
+            if current is not None and not wide:
+                current["spans"].append(span)
+                current["bbox"] = _union(current["bbox"], span["bbox"])
+                continue
+            on_row = current is not None or (last is not None and _beside(last, span["bbox"]))
+            current = {"bbox": tuple(span["bbox"]), "spans": [span]}
+            if not on_row:
+                rows.append([[current]])
+            elif wide:
+                rows[-1].append([current])
+            else:
+                rows[-1][-1].append(current)
+    return rows
+
+
+def _beside(left, right) -> bool:
+    """Whether the box `right` is on the line of `left` (sharing half the smaller height), after it."""
+    shared = min(left[3], right[3]) - max(left[1], right[1])
+    return shared > min(left[3] - left[1], right[3] - right[1]) / 2 and right[0] >= left[2] - 1
+
+
+def _union(a, b) -> tuple:
+    return min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])
+
+
+def _cell_rect(row: list[list[dict]], k: int) -> tuple:
+    """Cell k's rectangle: its lines', reaching to a font size before the next cell on its row."""
+    rect = functools.reduce(_union, [line["bbox"] for line in row[k]])
+    if k + 1 < len(row):
+        size = max(s["size"] for line in row[k] for s in line["spans"])
+        rect = (*rect[:2], max(rect[2], row[k + 1][0]["bbox"][0] - size), rect[3])
+    return rect
+
+
+def _block(number: int, lines: list[dict], rect: tuple) -> _Block:
+    block = _Block(number, rect, [tuple(line["bbox"]) for line in lines])
+    for i, line in enumerate(lines):
+        if i:
+            block.end_line()
+        for span in line["spans"]:
+            text = span["text"].lstrip() if not block.texts or block.texts[-1][-1:].isspace() else span["text"]
+            block.add(_Look.of(span), text)
+    block.texts = [t.rstrip() if i == len(block.texts) - 1 else t for i, t in enumerate(block.texts)]
+    return block
 
 
 def _put_back(page, links: list[dict]) -> None:
@@ -218,7 +287,8 @@ def _put_back(page, links: list[dict]) -> None:
 def _lay_out(pymupdf, page, block: _Block, segments: list[tuple[int, str]], writers: dict) -> None:
     """The block's translation written into its rectangle: words (each with the space after it) in their runs'
     looks, wrapped at the rectangle's width, every size shrunk alike until the lines fit its height (or as many
-    lines as the source had, where its lines were set closer than LINE_HEIGHT)."""
+    lines as the source had, where its lines were set closer than LINE_HEIGHT) and a word longer than a line
+    fits its width."""
     words = [(word, block.looks[run]) for run, text in segments for word in re.findall(r"\S+\s*|\s+", text)]
     x0, y0, x1, y1 = block.rect
     room = max(y1 - y0, len(block.lines) * LINE_HEIGHT * max(look.size for look in block.looks))
@@ -226,7 +296,9 @@ def _lay_out(pymupdf, page, block: _Block, segments: list[tuple[int, str]], writ
     while True:
         lines = _wrapped(pymupdf, words, x1 - x0, scale)
         height = sum(LINE_HEIGHT * scale * max(look.size for _, look, _ in line) for line in lines)
-        if height <= room or scale <= SMALLEST:
+        widest = max(x + scale * look.size * _width(pymupdf, look.face, word.rstrip())
+                     for line in lines for word, look, x in line[-1:])
+        if (height <= room and widest <= x1 - x0 + 0.5) or scale <= SMALLEST:
             break
         scale = max(SMALLEST, scale * 0.9)
     top = y0

@@ -169,3 +169,42 @@ def test_mt_bench_train_prints_no_mfu_over_100_and_leaves_no_run_folder(tmp_path
     peaks = [entry["flops"] for entry in json.loads((cache / "mt" / "matmul_peak.json").read_text()).values()]
     assert sum(peak > 1e6 for peak in peaks) == 1  # this machine's entry replaced, the others kept
     assert not (project / "runs").exists() and list(project.iterdir()) == []
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--source-lang", "German", "--source-lang German: not a language code"),
+    ("--target-lang", "fr", "--target-lang fr: the model's target language is en (data.train_tgt "),
+])
+def test_an_argos_export_refuses_a_language_that_is_no_code_or_not_the_models(model, tmp_path, option, value, says):
+    package = tmp_path / "de_en.argosmodel"
+    line = fails_cleanly(run_mt("export", "-c", model, "--format", "argos", option, value, "-o", package,
+                                check=False), option)
+    assert line.startswith(f"error: {says}"), line
+    assert not package.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_word_document_named_pptx_is_one_line_saying_what_it_is(model, tmp_path):
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("Hallo Welt.")
+    document.save(tmp_path / "slides.pptx")
+    line = fails_cleanly(run_mt("translate", "-c", model, "-i", tmp_path / "slides.pptx", "-o", tmp_path / "out.pptx",
+                                check=False))
+    assert line == (f"error: {tmp_path / 'slides.pptx'}: a Word document (.docx), not a PowerPoint presentation "
+                    "(.pptx); give it its own extension")
+    assert not (tmp_path / "out.pptx").exists()
+
+
+def test_a_damaged_argos_package_is_named_by_its_own_path_and_member(model, tmp_path):
+    import zipfile
+
+    package, damaged = tmp_path / "good.argosmodel", tmp_path / "damaged.argosmodel"
+    run_mt("export", "-c", model, "--format", "argos", "-o", package)
+    with zipfile.ZipFile(package) as source, zipfile.ZipFile(damaged, "w") as target:
+        for member in source.infolist():
+            data = source.read(member)
+            target.writestr(member, data[:1000] if member.filename.endswith("model/model.bin") else data)
+    line = fails_cleanly(run_mt("import", damaged, "-o", tmp_path / "imported.pt", check=False))
+    assert line.startswith(f"error: {damaged}: translate-de_en-1_0/model/model.bin: not a CTranslate2 model.bin"), line
+    assert not (tmp_path / "imported.pt").exists()

@@ -71,7 +71,7 @@ class DocxDocument(_OfficeDocument):
 
     def __init__(self, data: bytes, name: Path):
         docx = needs("docx", "python-docx", "documents")
-        _check_archive(data, name, "a Word document (.docx)")
+        _check_archive(data, name, "word/document.xml")
         try:
             doc = docx.Document(io.BytesIO(data))
         except Exception as e:  # python-docx raises several kinds for a file that is not a Word document
@@ -85,7 +85,7 @@ class PptxDocument(_OfficeDocument):
 
     def __init__(self, data: bytes, name: Path):
         pptx = needs("pptx", "python-pptx", "documents")
-        _check_archive(data, name, "a PowerPoint presentation (.pptx)")
+        _check_archive(data, name, "ppt/presentation.xml")
         try:
             prs = pptx.Presentation(io.BytesIO(data))
         except Exception as e:  # python-pptx raises several kinds for a file that is not a presentation
@@ -93,7 +93,15 @@ class PptxDocument(_OfficeDocument):
         super().__init__(_xml_parts(prs.part.package, ("/slides/", "/notesSlides/")), prs.save)
 
 
-def _check_archive(data: bytes, name: Path, what: str) -> None:
+MAIN_PARTS = {"word/document.xml": "a Word document (.docx)",  # where Word, PowerPoint and Excel keep their main part
+              "ppt/presentation.xml": "a PowerPoint presentation (.pptx)",
+              "xl/workbook.xml": "an Excel workbook (.xlsx)"}
+
+
+def _check_archive(data: bytes, name: Path, main: str) -> None:
+    """An unencrypted, bounded zip holding no DTD, whose main part is `main`: not another kind of Office file
+    given this one's extension."""
+    what = MAIN_PARTS[main]
     if data[:4] == b"\xd0\xcf\x11\xe0":  # an OLE compound file: an encrypted (or a pre-2007) document
         raise MtError(f"{name}: an encrypted document, or an old binary one: mt reads unencrypted {what} files")
     try:
@@ -113,6 +121,9 @@ def _xml_parts(package, kinds: tuple[str, ...]) -> list:
         element = getattr(part, "_element", None)
         if element is not None and any(kind in str(part.partname) for kind in kinds):
             parts.append(element)
+            other = next((kind for part, kind in MAIN_PARTS.items() if part != main and part in z.namelist()), None)
+            if main not in z.namelist() and other:
+                raise MtError(f"{name}: {other}, not {what}; give it its own extension")
     return parts
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import zipfile
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from mt.data.language_id import known_languages
 from mt.documents.archives import check_members
 from mt.errors import MtError
 from mt.files import atomic_write, read_json_object
@@ -27,6 +29,7 @@ from mt.interop.ctranslate2 import export_ctranslate2
 DEFAULT_QUANTIZATION = "int8"  # what LibreTranslate's own packages hold
 ARGOS_VERSION = "1.9"  # the package format argostranslate 1.9 and later read (metadata.json's argos_version)
 REQUIRED = ("type", "from_code", "to_code")
+ARGOS_CODES = {"pb", "zt"}  # Argos's own codes, beside ISO 639: Portuguese (Brazil), Chinese (traditional)
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish",
                   "fi": "Finnish", "fr": "French", "it": "Italian", "ja": "Japanese", "nl": "Dutch", "pl": "Polish",
                   "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
@@ -81,16 +84,34 @@ def _write_package(checkpoint: Path, ckpt: dict, output: Path, name: str, metada
 
 
 def _languages(config: dict, source: str | None, target: str | None, checkpoint: Path) -> tuple[str, str]:
-    """The given languages, else data.src_lang/tgt_lang, else the training files' extensions (train.de)."""
+    """The given languages, else data.src_lang/tgt_lang, else the training files' extensions (train.de). A given
+    one is a language code, and the model's own where it names one."""
     data = config.get("data", {})
     found = []
-    for given, lang_key, file_key, option in ((source, "src_lang", "train_src", "--source-lang"),
-                                              (target, "tgt_lang", "train_tgt", "--target-lang")):
-        lang = given or data.get(lang_key) or Path(data.get(file_key) or "").suffix.lstrip(".")
+    for given, side, option in ((source, "src", "--source-lang"), (target, "tgt", "--target-lang")):
+        own, where = _own_language(data, f"{side}_lang", f"train_{side}")
+        if given is not None and given not in ARGOS_CODES and given not in known_languages():
+            raise MtError(f"{option} {given}: not a language code; an Argos package names its languages by ISO "
+                          f"639 codes (de, en, zh) or Argos's own ({', '.join(sorted(ARGOS_CODES))})")
+        if given is not None and own is not None and given != own:
+            raise MtError(f"{option} {given}: the model's {'source' if side == 'src' else 'target'} language is "
+                          f"{own} ({where}); leave {option} out, or give {own}")
+        lang = given or own
         if not lang:
             raise MtError(f"-c {checkpoint}: does not say its languages; give {option}")
         found.append(lang)
     return found[0], found[1]
+
+
+def _own_language(data: dict, lang_key: str, file_key: str) -> tuple[str | None, str]:
+    """(a side's language as the model's config names it, where): data.src_lang, else the extension of the
+    training file where it is a language code (train.de; not train.txt)."""
+    if data.get(lang_key):
+        return data[lang_key], f"data.{lang_key}"
+    extension = Path(data.get(file_key) or "").suffix.lstrip(".")
+    if extension in known_languages() or extension in ARGOS_CODES:
+        return extension, f"data.{file_key} {data[file_key]}"
+    return None, ""
 
 
 def _check_replaceable(output: Path, force: bool) -> None:
@@ -143,7 +164,17 @@ def opened_package(path: Path) -> Iterator[tuple[Path, dict]]:
         return
     with tempfile.TemporaryDirectory(prefix="mt-argos-") as tmp:
         folder = _unpack(path, Path(tmp))
-        yield folder, _metadata(folder, path)
+        try:
+            yield folder, _metadata(folder, path)
+        except (MtError, OSError) as e:  # a damaged member, named by the temporary folder: name it in the archive
+            raise MtError(_in_archive(e, Path(tmp), path)) from None
+
+
+def _in_archive(error: MtError | OSError, tmp: Path, archive: Path) -> str:
+    """`error`'s message with the temporary folder's paths as the member of `archive` they were unpacked from."""
+    if isinstance(error, OSError):
+        error = MtError(f"{error.filename}: {error.strerror or error}" if error.filename else str(error))
+    return str(error).replace(f"{tmp}{os.sep}", f"{archive}: ")
 
 
 def _unpack(archive: Path, into: Path) -> Path:

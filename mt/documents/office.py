@@ -110,6 +110,9 @@ def _check_archive(data: bytes, name: Path, main: str) -> None:
             for member in z.namelist():
                 if member.endswith((".xml", ".rels")):
                     refuse_dtd(z.read(member), f"{name}: {member}")
+            other = next((kind for part, kind in MAIN_PARTS.items() if part != main and part in z.namelist()), None)
+            if main not in z.namelist() and other:
+                raise MtError(f"{name}: {other}, not {what}; give it its own extension")
     except zipfile.BadZipFile:
         raise MtError(f"{name}: not {what}, which is a zip archive") from None
 
@@ -121,9 +124,6 @@ def _xml_parts(package, kinds: tuple[str, ...]) -> list:
         element = getattr(part, "_element", None)
         if element is not None and any(kind in str(part.partname) for kind in kinds):
             parts.append(element)
-            other = next((kind for part, kind in MAIN_PARTS.items() if part != main and part in z.namelist()), None)
-            if main not in z.namelist() and other:
-                raise MtError(f"{name}: {other}, not {what}; give it its own extension")
     return parts
 
 

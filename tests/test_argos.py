@@ -277,3 +277,20 @@ def _wait_json(url: str, proc: subprocess.Popen, log) -> object:
         except OSError:
             time.sleep(0.5)
     raise AssertionError(f"LibreTranslate not ready in 240 s:\n{log.read_text()[-2000:]}")
+
+
+@pytest.mark.parametrize("page", ["exporting.md", "pretrained.md"])
+def test_the_documented_install_command_installs_a_package_file(package, tmp_path, page):
+    """The command docs/PAGE gives to install an .argosmodel file, run by the .venv-lt's Python in a home of its
+    own: the package is installed (`argospm install` takes index names only)."""
+    archive, _ = package
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    commands = re.findall(r"^python -c '(.*install_from_path\(\"([^\"]+)\"\).*)'$", text, re.MULTILINE)
+    assert commands, f"docs/{page}: no install command for a package file"
+    for code, name in commands:
+        (tmp_path / name).write_bytes(archive.read_bytes())
+        home = tmp_path / "home"
+        done = subprocess.run([str(lt.PYTHON), "-c", code], cwd=tmp_path, env=lt.environment(home),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((home / "packages" / "translate-de_en-1_0" / "metadata.json").read_text())["to_code"] == "en"

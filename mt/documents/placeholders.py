@@ -90,7 +90,7 @@ def protected(text: str, whole: re.Pattern | None = None) -> Protected:
         else:
             unit.tags.append(Tag(len(unit.text), sentinel, "void"))
         lone.append((text[start:end], before, after))
-        at = end + (1 if before and after and end < len(text) else 0)
+        at = end + (1 if before and after and text[end:end + 1] == " " else 0)
     unit.text += text[at:]
     return Protected(unit, lone)
 

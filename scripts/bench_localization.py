@@ -1,0 +1,143 @@
+"""Placeholders and markup in localization files: how many come back, whether the written file is valid, and what
+they cost in BLEU, for `mt translate` of a PO file (placeholders kept out of the model's way: mt/documents/) and
+for the same strings sent as plain lines (what a client that sends each string as text gets).
+
+Held-out pairs: the first --lines lines of the shipped dev set (data/ddtp-de-en/dev.*; the model never trained on
+them). Each source gets one placeholder or piece of markup, cycling through KINDS, inserted before a word at a
+known place (the middle of the line); every fifth entry is a plural entry (`%d` before its middle word, the
+singular the same text with `1`). A placeholder is kept when the msgstr holds each of its source's exactly as
+often; a file is valid when GNU gettext's `msgfmt --check --use-fuzzy` passes and polib reads it. BLEU is
+sacrebleu's, of the msgstr (the plural's msgstr[1]) with its placeholders removed and white space made single,
+against the reference; an entry left empty (a translation that would have lost a placeholder) counts as an empty
+output.
+
+    .venv/bin/python scripts/bench_localization.py --model runs/demo/checkpoint_best.pt [--lines 500]
+"""
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import polib
+import sacrebleu
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from mt.documents.placeholders import placeholders  # noqa: E402
+
+DATA = ROOT / "data" / "ddtp-de-en"
+KINDS = ["%s", "%d", "%1$s", "%(name)s", "{0}", "{name}", "{{ var }}", "$HOME", "${x}", "<b>{word}</b>", "&amp;",
+         "<br/>"]
+FLAGS = {"%s": "c-format", "%d": "c-format", "%1$s": "c-format", "%(name)s": "python-format"}  # msgfmt checks these
+
+
+def inserted(source: str, kind: str) -> str:
+    """`source` with `kind` before its middle word (a `<b>` pair around that word)."""
+    words = source.split()
+    middle = len(words) // 2
+    if "{word}" in kind:
+        words[middle] = kind.format(word=words[middle])
+    else:
+        words.insert(middle, kind)
+    return " ".join(words)
+
+
+def entries(lines: int) -> list[tuple[polib.POEntry, str, str]]:
+    """(entry, plain source, reference) for the first `lines` dev pairs with four words or more."""
+    sources = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:lines]
+    references = (DATA / "dev.en").read_text(encoding="utf-8").splitlines()[:lines]
+    out = []
+    for i, (source, reference) in enumerate(zip(sources, references)):
+        if len(source.split()) < 4:
+            continue
+        if i % 5 == 4:
+            plural = inserted(source, "%d")
+            entry = polib.POEntry(msgid=inserted(source, "1"), msgid_plural=plural, msgstr_plural={0: "", 1: ""},
+                                  flags=["c-format"], occurrences=[("dev.de", str(i + 1))])
+        else:
+            kind = KINDS[i % len(KINDS)]
+            entry = polib.POEntry(msgid=inserted(source, kind), msgstr="", flags=[FLAGS[kind]] if kind in FLAGS else [],
+                                  occurrences=[("dev.de", str(i + 1))])
+        out.append((entry, source, reference))
+    return out
+
+
+def po_file(found: list[tuple[polib.POEntry, str, str]]) -> polib.POFile:
+    catalog = polib.POFile()
+    catalog.metadata = {"Project-Id-Version": "bench", "Language": "en", "MIME-Version": "1.0",
+                        "Content-Type": "text/plain; charset=UTF-8", "Content-Transfer-Encoding": "8bit",
+                        "Plural-Forms": "nplurals=2; plural=(n != 1);"}
+    for entry, _, _ in found:
+        catalog.append(entry)
+    return catalog
+
+
+def bare(text: str) -> str:
+    for placeholder in sorted(set(placeholders(text)), key=len, reverse=True):
+        text = text.replace(placeholder, " ")
+    return " ".join(text.split())
+
+
+def scores(sources: list[str], outputs: list[str], references: list[str]) -> dict:
+    kept = sum(Counter(placeholders(s)) == Counter(placeholders(o)) for s, o in zip(sources, outputs) if o)
+    marks = sum(len(placeholders(s)) for s in sources)
+    found = sum(min(Counter(placeholders(s))[p], Counter(placeholders(o))[p])
+                for s, o in zip(sources, outputs) for p in set(placeholders(s)))
+    bleu = sacrebleu.corpus_bleu([bare(o) for o in outputs], [references]).score
+    return {"entries kept whole": f"{kept}/{len(sources)}", "placeholders back": f"{found}/{marks}",
+            "left empty": sum(1 for o in outputs if not o), "BLEU": f"{bleu:.1f}"}
+
+
+def mt(*args, input: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "mt", *map(str, args)], cwd=ROOT, input=input, text=True,
+                          capture_output=True, check=True)
+    return proc, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=str(ROOT / "runs" / "demo" / "checkpoint_best.pt"))
+    parser.add_argument("--lines", type=int, default=500)
+    args = parser.parse_args()
+    found = entries(args.lines)
+    sources = [e.msgid_plural or e.msgid for e, _, _ in found]
+    references = [r for _, _, r in found]
+    rows = {}
+    with tempfile.TemporaryDirectory() as folder:
+        po_in, po_out = Path(folder) / "bench.po", Path(folder) / "out.po"
+        po_file(found).save(str(po_in))
+        proc, seconds = mt("translate", "-c", args.model, "-i", po_in, "-o", po_out)
+        check = subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null", str(po_out)],
+                               capture_output=True, text=True)  # --use-fuzzy: the entries mt filled are checked too
+        written = polib.pofile(str(po_out))
+        outputs = [e.msgstr_plural.get(1, "") if e.msgid_plural else e.msgstr for e in written]
+        rows["mt translate -i bench.po"] = {**scores(sources, outputs, references),
+                                            "valid file": "yes" if check.returncode == 0 else "no: " +
+                                            check.stderr.strip().splitlines()[0], "seconds": f"{seconds:.1f}"}
+        notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+        proc, seconds = mt("translate", "-c", args.model, input="\n".join(sources) + "\n")
+        outputs = proc.stdout.splitlines()
+        rows["the strings as plain lines"] = {**scores(sources, outputs, references),
+                                              "valid file": "-", "seconds": f"{seconds:.1f}"}
+        proc, seconds = mt("translate", "-c", args.model, input="\n".join(s for _, s, _ in found) + "\n")
+        bleu = sacrebleu.corpus_bleu(proc.stdout.splitlines(), [references]).score
+        rows["the sources without placeholders"] = {"entries kept whole": "-", "placeholders back": "-",
+                                                    "left empty": 0, "BLEU": f"{bleu:.1f}", "valid file": "-",
+                                                    "seconds": f"{seconds:.1f}"}
+    columns = ["entries kept whole", "placeholders back", "left empty", "valid file", "BLEU", "seconds"]
+    print(f"{len(found)} entries ({sum(1 for e, _, _ in found if e.msgid_plural)} plural) from {args.lines} dev lines,"
+          f" model {args.model}")
+    print("| | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |")
+    for line in notes:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -104,6 +104,44 @@ def test_docx_keeps_paragraphs_runs_tables_and_headers(model, tmp_path):
     assert all(r.italic for r in cells[1].paragraphs[0].runs)
 
 
+def _with_notes(doc, footnote: str, endnote: str) -> None:
+    """A footnote and an endnote, each referenced at the end of the first paragraph (python-docx writes none)."""
+    from docx.opc.constants import RELATIONSHIP_TYPE
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    for kind, text in (("footnote", footnote), ("endnote", endnote)):
+        xml = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:{kind}s {w}><w:{kind} w:type="separator" '
+               f'w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{kind}><w:{kind} w:id="1"><w:p><w:r><w:{kind}Ref/>'
+               f'</w:r><w:r><w:t xml:space="preserve"> {text}</w:t></w:r></w:p></w:{kind}></w:{kind}s>')
+        content_type = f"application/vnd.openxmlformats-officedocument.wordprocessingml.{kind}s+xml"
+        part = Part(PackURI(f"/word/{kind}s.xml"), content_type, xml.encode(), doc.part.package)
+        doc.part.relate_to(part, getattr(RELATIONSHIP_TYPE, f"{kind.upper()}S"))
+        doc.paragraphs[0].add_run()._r.append(parse_xml(f'<w:{kind}Reference {w} w:id="1"/>'))
+
+
+def test_docx_footnotes_and_endnotes_are_translated(model, tmp_path):
+    from lxml import etree
+
+    doc = docx.Document()
+    doc.add_paragraph(SENTENCES[0])
+    _with_notes(doc, SENTENCES[1], SENTENCES[2])
+    doc.save(tmp_path / "in.docx")
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.docx", "-o", tmp_path / "out.docx")
+    expected = plain(model, SENTENCES[:3])
+    out = docx.Document(tmp_path / "out.docx")
+    assert out.paragraphs[0].text == expected[0]
+    w = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+    assert len(out.paragraphs[0]._p.findall(f".//{w}footnoteReference")) == 1
+    with zipfile.ZipFile(tmp_path / "out.docx") as z:
+        for kind, translation in (("footnote", expected[1]), ("endnote", expected[2])):
+            notes = etree.fromstring(z.read(f"word/{kind}s.xml"))
+            assert [("".join(t.text for t in note.iter(f"{w}t")), len(list(note.iter(f"{w}{kind}Ref"))))
+                    for note in notes] == [("", 0), (" " + translation, 1)]
+
+
 def test_subtitles_keep_numbering_timings_settings_and_voices(model, tmp_path):
     s = SENTENCES
     first, second = s[0].split()[:3], s[0].split()[3:]
@@ -166,7 +204,8 @@ def test_bad_documents_are_one_line_each_and_write_nothing(model, tmp_path):
                         "word/document.xml: declares a DTD or entities, which no such document has: refused"),
         "timings.srt": (b"1\n00:00:0x,000 --> 00:00:04,000\nHallo\n",
                         "not a valid SubRip file (line 2: a timing line mt cannot read: '00:00:0x,000 --> "),
-        "merged.srt": (b"1\n00:00:01,000 --> 00:00:02,000\nHallo\n\nzwei\nWelt\n\n3\n00:00:05,000 --> 00:00:06,000\nx\n",
+        "merged.srt": (b"1\n00:00:01,000 --> 00:00:02,000\nHallo\n\nzwei\nWelt\n\n"
+                       b"3\n00:00:05,000 --> 00:00:06,000\nx\n",
                        "not a valid SubRip file (line 5: a block without a timing line 'start --> end' as its "
                        "first or second line: 'zwei')"),
         "backwards.srt": (b"1\n00:00:05,000 --> 00:00:02,000\nHallo\n",

@@ -1,5 +1,6 @@
 """Word documents (docx, python-docx) and slides (pptx, python-pptx) translated paragraph by paragraph with their
-formatting. Every paragraph of a docx's body, tables (nested ones too), text boxes, headers and footers, and of a
+formatting. Every paragraph of a docx's body, tables (nested ones too), text boxes, headers, footers, footnotes
+and endnotes, and of a
 pptx's slides (text frames, tables) and speaker notes is translated whole, its runs (bold, italic, a hyperlink's
 text, a font, ...) put back around the words aligned to their own (mt/documents/runs.py). A line break inside a
 paragraph cuts it in two pieces translated apart; a run holding anything but text (a picture, a tab, a field)
@@ -37,7 +38,7 @@ class Dialect:
 
 WORD = Dialect("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}", frozenset({"br", "cr"}),
                frozenset({"tab", "br", "cr", "drawing", "pict", "object", "fldChar", "instrText", "sym",
-                          "footnoteReference", "endnoteReference", "ptab"}))
+                          "footnoteReference", "endnoteReference", "footnoteRef", "endnoteRef", "ptab"}))
 SLIDES = Dialect("{http://schemas.openxmlformats.org/drawingml/2006/main}", frozenset({"br"}), frozenset())
 
 
@@ -76,8 +77,16 @@ class DocxDocument(_OfficeDocument):
             doc = docx.Document(io.BytesIO(data))
         except Exception as e:  # python-docx raises several kinds for a file that is not a Word document
             raise MtError(f"{name}: not a readable Word document ({type(e).__name__}: {e})") from None
-        parts = [doc.element.body] + _xml_parts(doc.part.package, ("/header", "/footer", "/footnotes", "/endnotes"))
-        super().__init__(parts, doc.save)
+        notes = _notes(doc.part)
+
+        def save(out) -> None:
+            from docx.opc.oxml import serialize_part_xml
+
+            for part, element in notes:  # python-docx keeps these parts as bytes: written back from their XML
+                part._blob = serialize_part_xml(element)
+            doc.save(out)
+        parts = [doc.element.body] + _xml_parts(doc.part.package, ("/header", "/footer"))
+        super().__init__(parts + [element for _, element in notes], save)
 
 
 class PptxDocument(_OfficeDocument):
@@ -125,6 +134,16 @@ def _xml_parts(package, kinds: tuple[str, ...]) -> list:
         if element is not None and any(kind in str(part.partname) for kind in kinds):
             parts.append(element)
     return parts
+
+
+def _notes(document_part) -> list[tuple]:
+    """(part, its XML) of a Word document's footnotes and endnotes, which python-docx reads as bytes."""
+    from docx.opc.constants import RELATIONSHIP_TYPE
+    from docx.oxml import parse_xml  # python-docx's parser: entities are not resolved
+
+    kinds = (RELATIONSHIP_TYPE.FOOTNOTES, RELATIONSHIP_TYPE.ENDNOTES)
+    return [(rel.target_part, parse_xml(rel.target_part.blob)) for rel in document_part.rels.values()
+            if rel.reltype in kinds and not rel.is_external]
 
 
 def _pieces(paragraph, dialect: Dialect) -> list[list]:

@@ -568,3 +568,21 @@ def test_bad_opendocument_files_are_one_line_each_and_write_nothing(model, tmp_p
         line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
         assert message in line and str(tmp_path / name) in line, line
         assert not out.exists()
+
+
+def test_an_output_named_for_another_format_is_refused_before_any_work(model, tmp_path):
+    doc = docx.Document()
+    doc.add_paragraph(SENTENCES[0])
+    doc.save(tmp_path / "in.docx")
+    (tmp_path / "in.txt").write_text(SENTENCES[0] + "\n", encoding="utf-8")
+    for args, message in (
+            (("-i", tmp_path / "in.docx", "-o", tmp_path / "out.html"),
+             f"error: -o {tmp_path / 'out.html'}: .html names html, but the document is docx, written as docx; "
+             "give -o a name ending .docx"),
+            (("-i", tmp_path / "in.txt", "--input-format", "text", "-o", tmp_path / "out.pdf"),
+             f"error: -o {tmp_path / 'out.pdf'}: .pdf names pdf, but the document is text, written as text")):
+        proc = run_mt("translate", "-c", tmp_path / "no-model.pt", *args, check=False)
+        assert proc.returncode == 1 and one_error_line(proc) == message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.docx", "in.txt"]
+    run_mt("translate", "-c", model, "-i", tmp_path / "in.docx", "-o", tmp_path / "out.DOCX")
+    assert docx.Document(tmp_path / "out.DOCX").paragraphs[0].text == plain(model, SENTENCES[:1])[0]

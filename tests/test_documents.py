@@ -464,8 +464,12 @@ def test_odt_keeps_paragraphs_spans_links_notes_tables_and_headers(model, tmp_pa
     assert teletype.extractText(out.masterstyles.getElementsByType(P)[0]) == expected[0]  # the header: styles.xml
     texts = [teletype.extractText(p) for p in out.text.getElementsByType(P) + out.text.getElementsByType(H)]
     assert expected[1] in texts and expected[3] in texts and expected[4] in texts and expected[5] in texts
-    body_text = teletype.extractText(out.text.getElementsByType(P)[0])
-    assert " ".join(body_text.removesuffix("1" + expected[3]).split()) == " ".join(expected[2].split())
+    body_text = teletype.extractText(out.text.getElementsByType(P)[0]).removesuffix("1" + expected[3])
+    link_text = teletype.extractText(out.text.getElementsByType(A)[0])
+    assert link_text  # a link whose words the translation lost keeps its source words: never empty, invisible
+    if link_text == words[2] and words[2] not in expected[2]:
+        body_text = body_text.replace(link_text, " ", 1)
+    assert " ".join(body_text.split()) == " ".join(expected[2].split())
     with zipfile.ZipFile(tmp_path / "in.odt") as a, zipfile.ZipFile(tmp_path / "out.odt") as b:
         assert a.namelist() == b.namelist() and b.infolist()[0].filename == "mimetype"
         assert b.infolist()[0].compress_type == zipfile.ZIP_STORED

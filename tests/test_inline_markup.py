@@ -233,3 +233,37 @@ def test_opendocument_spans_links_and_spaces_are_inline_fields_and_notes_kept():
                    '<text:p>LINKS<text:tab/>RECHTS<text:line-break/>UNTEN'
                    '<text:note text:id="n1"><text:note-citation>1</text:note-citation><text:note-body>'
                    '<text:p>FUSSNOTE.</text:p></text:note-body></text:note></text:p></office:text>')
+
+
+def test_emphasis_that_lost_its_words_is_not_written_and_a_link_that_lost_them_keeps_its_source_words():
+    """Markdown's markers around no words would show (`****`); an empty link is invisible (Markdown, HTML,
+    OpenDocument, docx): it is written with its source words, their markup as sent."""
+    import io
+
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE
+    from docx.oxml import parse_xml
+
+    from mt.documents.markdown import MarkdownDocument
+    from mt.documents.office import DocxDocument
+    from mt.documents.opendocument import ODF
+
+    doc = MarkdownDocument("Die **Kiste** ist *da* und [hier *x*](https://x.org) mehr.\n")
+    assert doc.render([("The is and more.", "0-0 2-1 4-2 7-3")]) == "The is and [hier *x*](https://x.org) more.\n"
+    assert MarkdownDocument("Das **ist** gut.\n").render([("That good.", "0-0 2-1")]) == "That good.\n"
+    _, out = translated("<p>Klicke <a href='#x'>hier</a> jetzt, <b>sofort</b>.</p>", ("Click now.", "0-0 2-1"))
+    assert out == "<p>Click <a href='#x'>hier</a> now.<b></b></p>"  # HTML's b around nothing: invisible
+    odt = HtmlDocument('<text:p>Klicke <text:a xlink:href="x">hier</text:a> jetzt.</text:p>', ODF)
+    assert odt.render([("Click now.", "0-0 2-1")]) == '<text:p>Click <text:a xlink:href="x">hier</text:a> now.</text:p>'
+    word = docx.Document()
+    paragraph = word.add_paragraph("Klicke ")
+    rel = word.part.relate_to("https://example.org", RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    r = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+    paragraph._p.append(parse_xml(f'<w:hyperlink {w} {r} r:id="{rel}"><w:r><w:t>hier</w:t></w:r></w:hyperlink>'))
+    paragraph.add_run(" jetzt bitte.")
+    buffer = io.BytesIO()
+    word.save(buffer)
+    out = docx.Document(io.BytesIO(DocxDocument(buffer.getvalue(), "in.docx").render(
+        [("Click now please.", "0-0 2-1 3-2")])))
+    assert out.paragraphs[0].text == "Click hier now please." and out.paragraphs[0].hyperlinks[0].text == "hier"

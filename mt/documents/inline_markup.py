@@ -29,6 +29,12 @@ translation lost is written next to the target of the word it follows (or of the
 stuck to that one only), as close to it as in the source: the words aligned to a marker are its word's. An
 element of punctuation alone (a docx run holding the full stop after a superscript) goes there too, around
 its text where the translation has it there, else empty.
+
+An element whose target words came back empty is written as its markup says (`Tag.when_empty`): its tags around
+nothing (HTML's <b></b>, invisible); nothing at all (Markdown's emphasis markers, which would show as `****`); or,
+for a link (HTML's and Markdown's a, OpenDocument's text:a, a docx or pptx hyperlink's run), its tags around its
+source words as sent, with their own markup, where the translation would put it: an empty link is invisible, and
+the reader keeps the link and its text.
 """
 
 from __future__ import annotations
@@ -146,6 +152,7 @@ class Markup:
     hidden: frozenset[str] = frozenset()
     spaces: frozenset[str] = frozenset()  # void tags that also stand for a space between words (ODF's text:s)
     inline: frozenset[str] | None = None  # if given, the only inline tags: every other tag is a block
+    links: frozenset[str] = frozenset({"a"})  # elements whose source words are written where they came back empty
 
     def ends_unit(self, name: str) -> bool:
         if self.inline is not None and name not in self.inline | self.void | self.kept | self.hidden:
@@ -171,6 +178,8 @@ class Element:
     children: list[Element] = field(default_factory=list)
     target: tuple[int, int] = (0, 0)
     written: str | None = None  # its own text, written in place of its target span (see `written_as_is`)
+    when_empty: str = "tags"  # see Tag
+    shown: str | None = None  # its source contents as sent, rendered, written where its target came back empty
     glued: tuple[bool, bool] = (False, False)  # written without a space before, after it (a marker: see above)
 
 
@@ -181,6 +190,7 @@ class Tag:
     role: str  # open, close, void
     name: str = ""
     kept: str | None = None  # for an open tag whose contents are kept: those contents as sent
+    when_empty: str = "tags"  # an open tag whose element's target is empty: "tags", "nothing" or "source" words
 
 
 @dataclass
@@ -233,7 +243,8 @@ def _units(events: list[Event], markup: Markup) -> list[str | Unit]:
             continue
         else:
             role = "void" if event.name in markup.void else event.role
-            unit.tags.append(Tag(len(unit.text), event.raw, role, event.name))
+            empty = "source" if role == "open" and event.name in markup.links else "tags"
+            unit.tags.append(Tag(len(unit.text), event.raw, role, event.name, when_empty=empty))
             unit.text += " " if event.name in markup.spaces else ""
         at += 1
     parts.append(unit)
@@ -347,7 +358,8 @@ def _assign(tags: list[Tag], sentences: list[tuple[str, int, int]]) -> tuple[lis
 
 def _element(opened: Tag, closed: Tag | None, start: int) -> Element:
     end = closed.at if closed else opened.at
-    return Element(opened.at - start, end - start, opened.raw, closed.raw if closed else "", opened.kept)
+    return Element(opened.at - start, end - start, opened.raw, closed.raw if closed else "", opened.kept,
+                   when_empty=opened.when_empty)
 
 
 def _render_sentence(source: str, start: int, elements: list[Element], text: str, alignment: str | None,
@@ -355,7 +367,7 @@ def _render_sentence(source: str, start: int, elements: list[Element], text: str
     links = [tuple(map(int, link.split("-"))) for link in (alignment or "").split()]
     src_words = [m.span() for m in WORD.finditer(source)]
     tgt_words = [m.span() for m in WORD.finditer(text)]
-    placer = _Placer(source, src_words, text, tgt_words, links)
+    placer = _Placer(source, src_words, text, tgt_words, links, escape)
     placer.place(elements, 0, len(text))
     return _render(text, 0, len(text), elements, escape)
 
@@ -365,10 +377,14 @@ def _render(text: str, lo: int, hi: int, elements: list[Element], escape) -> str
     for e in sorted(elements, key=lambda e: e.target):
         s, t = e.target
         out += [escape(text[at:s]), e.open]
-        if e.written is not None:
-            out[-1:] = _spaced(text, s, t, e.open, escape(e.written) + e.close, e.glued)
+        if e.written is not None or e.shown is not None:
+            inner = escape(e.written) if e.written is not None else e.shown
+            out[-1:] = _spaced(text, s, t, e.open, inner + e.close, e.glued)
+        elif e.kept is not None:
+            out += [e.kept, e.close]
         else:
-            out += [e.kept if e.kept is not None else _render(text, s, t, e.children, escape), e.close]
+            inner = _render(text, s, t, e.children, escape)
+            out[-1:] = [inner] if e.when_empty == "nothing" and not inner.strip() else [e.open, inner, e.close]
         at = t
     out.append(escape(text[at:hi]))
     return "".join(out)
@@ -391,8 +407,9 @@ def _has_word(text: str) -> bool:
 class _Placer:
     """Target spans for the elements of one sentence (see the module's docstring)."""
 
-    def __init__(self, source, src_words, text, tgt_words, links):
+    def __init__(self, source, src_words, text, tgt_words, links, escape):
         self.source, self.src_words, self.text, self.tgt_words = source, src_words, text, tgt_words
+        self.escape = escape
         self.aligned: dict[int, list[int]] = {}
         for i, j in links:
             if i < len(src_words) and j < len(tgt_words):
@@ -416,7 +433,29 @@ class _Placer:
             e.target = (s, max(s, t))
             claimed.append(e.target)
         for e in elements:
+            if e.when_empty == "source" and e.written is None and e.kept is None and self._as_sent(e):
+                continue
             self.place(e.children, *e.target)
+
+    def _as_sent(self, e: Element) -> bool:
+        """For a link whose target words came back empty (or white space), `shown` set: its source words and
+        their markup, where its target starts. False where its target holds a word or it has no source words."""
+        s, t = e.target
+        lo, hi = e.start, e.end
+        while lo < hi and self.source[lo].isspace():
+            lo += 1
+        while hi > lo and self.source[hi - 1].isspace():
+            hi -= 1
+        if self.text[s:t].strip() or lo == hi:
+            return False
+
+        def as_sent(elements: list[Element]) -> None:
+            for child in elements:
+                child.target, child.written = (child.start, child.end), None
+                as_sent(child.children)
+        as_sent(e.children)
+        e.target, e.shown = (s, s), _render(self.source, lo, hi, e.children, self.escape)
+        return True
 
     def _words(self, e: Element) -> list[int]:
         return [i for i, (s, t) in enumerate(self.src_words) if s < e.end and t > e.start]

@@ -8,8 +8,10 @@ lines) is kept as sent, and so are a block's own markers (#, >, list bullets and
 What changes: a paragraph spanning several lines is written on one line after its markers (its line breaks
 were soft, so it reads the same); a hard line break is written as a backslash and a line break; a link is
 written inline, `[text](target "title")`, with its target and title as given (a reference link's definition
-stays where it was); a table row is written as `| cell | cell |`; characters of the translation that Markdown
-would read as markup (`\\ * _ [ ] < > \u0060`, and | in a table) are escaped with a backslash.
+stays where it was), and with its source words where the translation left it none; emphasis whose words the
+translation lost is not written (its markers alone would show); a table row is written as `| cell | cell |`;
+characters of the translation that Markdown would read as markup (`\\ * _ [ ] < > \u0060`, and | in a table)
+are escaped with a backslash.
 """
 
 from __future__ import annotations
@@ -122,8 +124,8 @@ def _parts(children) -> list[Unit | str]:
             unit.text += " "
         elif kind == "hardbreak":
             parts += ["\\\n", Unit()]
-        elif kind.endswith("_open") and kind != "link_open":
-            unit.tags.append(Tag(len(unit.text), child.markup, "open", child.tag))
+        elif kind.endswith("_open") and kind != "link_open":  # emphasis: its markers around no words would show
+            unit.tags.append(Tag(len(unit.text), child.markup, "open", child.tag, when_empty="nothing"))
         elif kind.endswith("_close") and kind != "link_close":
             unit.tags.append(Tag(len(unit.text), child.markup, "close", child.tag))
         elif kind == "code_inline":
@@ -137,7 +139,7 @@ def _parts(children) -> list[Unit | str]:
             skip_to = end
         elif kind == "link_open":
             links.append(child.attrs)
-            unit.tags.append(Tag(len(unit.text), "[", "open", "a"))
+            unit.tags.append(Tag(len(unit.text), "[", "open", "a", when_empty="source"))
         elif kind == "link_close":
             unit.tags.append(Tag(len(unit.text), "](" + _target(links.pop() if links else {}) + ")", "close", "a"))
         elif kind == "image":

@@ -50,7 +50,9 @@ class _OfficeDocument:
         self.save = save
         self.pieces = [runs for part in parts for p in part.iter(f"{self.dialect.ns}p")
                        for runs in _pieces(p, self.dialect) if runs]
-        self.translators = [RunsParagraph([_text(r, self.dialect) for r in runs]) for runs in self.pieces]
+        self.translators = [RunsParagraph([_text(r, self.dialect) for r in runs],
+                                          frozenset(i for i, r in enumerate(runs) if _linked(r, self.dialect)))
+                            for runs in self.pieces]
         self.sentences = [s for t in self.translators for s in t.sentences]
 
     def render(self, translations: list[tuple[str, str | None]]) -> bytes:
@@ -167,6 +169,12 @@ def _paragraph_of(element, dialect: Dialect):
     while owner is not None and owner.tag != f"{dialect.ns}p":
         owner = owner.getparent()
     return owner
+
+
+def _linked(run, dialect: Dialect) -> bool:
+    """Whether the run is a hyperlink's text: inside a w:hyperlink (docx), or with an a:hlinkClick (pptx)."""
+    return run.getparent().tag == f"{dialect.ns}hyperlink" or run.find(f"{dialect.ns}rPr/{dialect.ns}hlinkClick") \
+        is not None
 
 
 def _text(run, dialect: Dialect) -> str:

@@ -34,6 +34,7 @@ FIELDS = ("page-number", "page-count", "page-continuation", "date", "time", "aut
 ODF = Markup(
     blocks=frozenset(), kept=frozenset(),
     inline=frozenset({"text:span", "text:a", "text:meta", "text:ruby", "text:ruby-base"}),
+    links=frozenset({"text:a"}),
     breaks=frozenset({"text:line-break", "text:tab"}), spaces=frozenset({"text:s"}),
     void=frozenset({"text:s", "text:soft-page-break", "text:bookmark", "text:bookmark-start",
                     "text:bookmark-end", "text:reference-mark", "text:reference-mark-start",

@@ -4,7 +4,8 @@ translated whole, its runs put back by word alignment as HTML's inline elements 
 The longest run is the paragraph's base; every other run is an inline element around its own text. The
 translation is then cut into (run, text) segments in order: each run's placed span, and the text between spans
 with the base run (white space alone with the run before it). A run may come back empty, or twice where the
-translation splits what it held: the writer copies its formatting for each segment.
+translation splits what it held: the writer copies its formatting for each segment. A run of a hyperlink
+(`links`) whose words came back empty gets its source words (an empty link is invisible).
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ OPEN, CLOSE = "\ue000", "\ue001"  # private-use characters marking a run's segme
 class RunsParagraph:
     """`sentences` to translate; `render` gives the translated paragraph as (run index, text) segments."""
 
-    def __init__(self, runs: list[str]):
+    def __init__(self, runs: list[str], links: frozenset[int] = frozenset()):
         self.runs = runs
         self.base = max(range(len(runs)), key=lambda i: len(runs[i])) if runs else 0
         tags, at = [], 0
         for i, text in enumerate(runs):
             if i != self.base:
-                tags += [Tag(at, f"{OPEN}{i}{OPEN}", "open", f"r{i}"), Tag(at + len(text), CLOSE, "close", f"r{i}")]
+                empty = "source" if i in links else "tags"
+                tags += [Tag(at, f"{OPEN}{i}{OPEN}", "open", f"r{i}", when_empty=empty),
+                         Tag(at + len(text), CLOSE, "close", f"r{i}")]
             at += len(text)
         self.unit = Unit("".join(runs), tags)
         self.sentences = [text for text, _, _ in sentence_spans(self.unit.text)]

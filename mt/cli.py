@@ -58,18 +58,21 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full trace
 
 @dataclasses.dataclass(frozen=True)
 class Files:
-    """The parameters of a command that name files: those it reads, the files and the folders it writes; `expand`
-    turns a parameter's value into the paths it stands for (mt clean's -o PREFIX: two files)."""
+    """The parameters of a command that name files: those it reads, the files and the folders it writes, and the
+    reads it seeks in (`seeks`: a zip archive, which a pipe cannot give); `expand` turns a parameter's value into
+    the paths it stands for (mt clean's -o PREFIX: two files). Every other read is read once, from start to end,
+    so that a pipe (`--src <(zcat corpus.de.gz)`, /dev/stdin) can give it."""
 
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
     expand: tuple[tuple[str, Callable], ...] = ()
+    seeks: tuple[str, ...] = ()
 
-    def paths(self, command, values: dict) -> tuple[list, list, list]:
-        """[(label, path)] of the reads, of the writes and of the folders, for the values a command was called
-        with: `-c A -c B` gives ("-c #1", A), ("-c #2", B); mt clean's `-o PREFIX` gives ("-o", PREFIX.de) and
-        ("-o", PREFIX.en)."""
+    def paths(self, command, values: dict) -> tuple[list, list, list, list]:
+        """[(label, path)] of the reads, of the writes, of the folders and of the reads it seeks in, for the values
+        a command was called with: `-c A -c B` gives ("-c #1", A), ("-c #2", B); mt clean's `-o PREFIX` gives
+        ("-o", PREFIX.de) and ("-o", PREFIX.en)."""
         expand, signature = dict(self.expand), inspect.signature(command, eval_str=True)
 
         def labelled(names):
@@ -83,7 +86,7 @@ class Files:
                 found += [(f"{label} #{i + 1}" if numbered else label, path) for i, path in enumerate(paths)
                           if path is not None]
             return found
-        return labelled(self.reads), labelled(self.writes), labelled(self.folders)
+        return labelled(self.reads), labelled(self.writes), labelled(self.folders), labelled(self.seeks)
 
 
 def option_label(parameter: inspect.Parameter) -> str:
@@ -97,11 +100,12 @@ def option_label(parameter: inspect.Parameter) -> str:
     return next((d for d in declared if d.startswith("-")), f"--{parameter.name.replace('_', '-')}")
 
 
-def files(reads=(), writes=(), folders=(), expand: dict | None = None):
+def files(reads=(), writes=(), folders=(), expand: dict | None = None, seeks=()):
     """Declares the parameters of a command that name files, and checks them together before it runs (no output is
-    an input or another output, none is a folder or unwritable: mt/file_checks.py). tests/test_command_files.py
-    reads these declarations, so a command added later is checked without a new test."""
-    declared = Files(tuple(reads), tuple(writes), tuple(folders), tuple((expand or {}).items()))
+    an input or another output, none is a folder or unwritable, no read in `seeks` is a pipe: mt/file_checks.py).
+    tests/test_command_files.py reads these declarations, so a command added later is checked without a new
+    test."""
+    declared = Files(tuple(reads), tuple(writes), tuple(folders), tuple((expand or {}).items()), tuple(seeks))
 
     def declare(command):
         def run(**kwargs):
@@ -120,7 +124,7 @@ def files(reads=(), writes=(), folders=(), expand: dict | None = None):
 def _clean_outputs(prefix: str, values: dict) -> list[Path]:
     from mt.data.clean import output_paths
 
-    return list(output_paths(prefix, values["src"], values["tgt"]))
+    return list(output_paths(prefix, values["src"], values["tgt"], values.get("src_lang"), values.get("tgt_lang")))
 
 
 def _served_paths(specs: list[str], values: dict) -> list[str]:
@@ -160,7 +164,8 @@ def prepare(config: Path, set_: SetOption = None,
 def clean(
     src: Annotated[Path, typer.Option("--src", help="Source side: a UTF-8 text file, one sentence a line.")],
     tgt: Annotated[Path, typer.Option("--tgt", help="Target side, line-aligned with --src.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="PREFIX: writes PREFIX.SRC_EXT and PREFIX.TGT_EXT.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="PREFIX: writes PREFIX.SRC_EXT and PREFIX.TGT_EXT "
+                                        "(for an input without an extension, a pipe: PREFIX.SRC_LANG).")],
     src_lang: Annotated[Optional[str], typer.Option(help="Source language (default: --src's extension).")] = None,
     tgt_lang: Annotated[Optional[str], typer.Option(help="Target language (default: --tgt's extension).")] = None,
     config: Annotated[Optional[Path], typer.Option(help="A YAML config whose clean section sets the filters.")]
@@ -175,7 +180,7 @@ def clean(
     from mt.config import load_config
 
     cfg = load_config(config, set_ or []).clean
-    out_src, out_tgt = output_paths(output, src, tgt)
+    out_src, out_tgt = output_paths(output, src, tgt, src_lang, tgt_lang)
     langs = corpus_languages(src, tgt, src_lang, tgt_lang, cfg)
     result = clean_corpus(file_chunks(src, tgt), out_src, out_tgt, cfg, *langs, rejected=rejected,
                           report_path=report, log=_warn)
@@ -250,7 +255,7 @@ def with_decode_options(command):
 
 
 @app.command()
-@files(reads=("checkpoint", "input"), writes=("output",))
+@files(reads=("checkpoint", "input"), writes=("output",), seeks=("checkpoint",))
 @with_decode_options
 def translate(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to translate with; "
@@ -287,7 +292,7 @@ def translate(
     """
     from mt.decoding.loading import load_translator
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
-    from mt.commands.translate_document import check_output_format, document_format, translate_document
+    from mt.commands.translate_document import document_format, translate_document
     from mt.documents.formats import LOCALIZATION
     from mt.file_checks import check_input
     from mt.decoding.lines import LineFormat
@@ -295,7 +300,6 @@ def translate(
     _check_device(device)
     check_input(input)
     _check_quantize(quantize)
-    check_output_format(output, input, input_format)
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     document = document_format(input, input_format, placeholders)
@@ -349,7 +353,7 @@ def _exit_without_teardown() -> None:
 
 
 @app.command()
-@files(reads=("ref", "hyp", "checkpoint", "src"), writes=("output",))
+@files(reads=("ref", "hyp", "checkpoint", "src"), writes=("output",), seeks=("checkpoint",))
 @with_decode_options
 def evaluate(
     ref: Annotated[Path, typer.Option("--ref", help="Reference translations.")],
@@ -413,7 +417,7 @@ def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, deco
 
 
 @app.command()
-@files(reads=("checkpoint", "src", "tgt"), writes=("output",))
+@files(reads=("checkpoint", "src", "tgt"), writes=("output",), seeks=("checkpoint",))
 def score(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint (several: an ensemble) "
                                                    "or exported directory to score with.")],
@@ -448,7 +452,7 @@ def score(
 
 
 @app.command()
-@files(reads=("checkpoints",), writes=("output",))
+@files(reads=("checkpoints",), writes=("output",), seeks=("checkpoints",))
 def average(
     checkpoints: Annotated[Optional[list[Path]], typer.Argument(help="Checkpoints to average.")] = None,
     output: Annotated[Path, typer.Option("-o", "--output")] = Path("checkpoint_avg.pt"),
@@ -475,7 +479,7 @@ def average(
 
 
 @app.command()
-@files(reads=("model", "api_keys"), expand={"model": _served_paths})
+@files(reads=("model", "api_keys"), expand={"model": _served_paths}, seeks=("model",))
 def serve(
     model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a CTranslate2 export "
                                              "(mt export), or A.pt,B.pt (an ensemble); repeat for more pairs. PATH "
@@ -585,7 +589,8 @@ def bench_train(config: Path, set_: SetOption = None,
 
 
 @app.command()
-@files(reads=("checkpoint", "sentence_splitter"), folders=("output",), expand={"checkpoint": _comma_separated})
+@files(reads=("checkpoint", "sentence_splitter"), folders=("output",), expand={"checkpoint": _comma_separated},
+       seeks=("checkpoint",))
 def export(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to export (one).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Model directory to write (a file for argos).")],
@@ -644,7 +649,7 @@ def export(
 
 
 @app.command("import")
-@files(reads=("source",), writes=("output",))
+@files(reads=("source",), writes=("output",), seeks=("source",))
 def import_(
     source: Annotated[Path, typer.Argument(help="A Hugging Face Marian directory (an OPUS-MT model), a CTranslate2 "
                                                 "model directory, or an Argos package (.argosmodel or its folder).")],
@@ -706,7 +711,7 @@ def plot_mask(size: Annotated[int, typer.Option(min=1)] = 20,
 
 
 @plot_app.command("attention")
-@files(reads=("checkpoint",), writes=("output",))
+@files(reads=("checkpoint",), writes=("output",), seeks=("checkpoint",))
 def plot_attention(
     checkpoint: Annotated[Path, typer.Option("-c", "--checkpoint")],
     text: Annotated[str, typer.Option("--text", help="The source sentence.")],

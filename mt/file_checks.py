@@ -1,6 +1,7 @@
 """The files a command reads and writes, checked together before any work (mt/cli.py declares them per command
 with `files(...)`): no output is one of the inputs or another output (after following links), an output is not a
-folder and can be written, a device or FIFO is accepted as it is (mt/files.py writes into it), and an input exists.
+folder and can be written, a device or FIFO is accepted as it is (mt/files.py writes into it), an input exists,
+and an input that is read by seeking in it is not a pipe.
 Every message is one line naming the option and the path the user gave."""
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ def check_writable_place(target: Path, option: str, given: PathArg) -> None:
 
 
 def check_files(reads: list[tuple[str, PathArg]], writes: list[tuple[str, PathArg]],
-                folders: list[tuple[str, PathArg]]) -> None:
+                folders: list[tuple[str, PathArg]], seeks: list[tuple[str, PathArg]] = ()) -> None:
     """One command's files, as (option, path) pairs: every output file (`writes`) and output folder (`folders`) is
-    none of the inputs (`reads`, files or folders) and none of the other outputs, and can be written."""
+    none of the inputs (`reads`, files or folders) and none of the other outputs, and can be written; no input
+    read by seeking in it (`seeks`) is a pipe."""
+    for option, path in seeks:
+        if path is not None and is_special(Path(path)):
+            raise MtError(f"{option} {path}: is a pipe or a device, but mt reads this input by seeking in it (a zip "
+                          "archive); save it to a file and give that")
     reads = [(option, path) for option, path in reads if path is not None]
     writes = [(option, path) for option, path in writes if path is not None]
     folders = [(option, path) for option, path in folders if path is not None]

@@ -2,14 +2,19 @@
 command): every parameter that names a file is declared; each output is tried against each input of the same call,
 against the command's other outputs, a folder, a missing folder and a read-only file system, and each must be
 refused before any work in one line naming the option and the path; a device or a FIFO passes, to be written into.
+Each input is given as a FIFO and as /dev/stdin to a real call of its command: it is read once, to the output the
+file gives, or refused in one line before any work where mt seeks in it (`files(seeks=...)`).
 A command added later is covered here without a new test. Signals: SIGTERM as `timeout` sends it (to the command,
 then to its process group: twice) during each long command ends it with 143 and one line, leaving nothing
 half-written."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import inspect
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -18,6 +23,7 @@ import typing
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 import mt.cli as cli
@@ -55,7 +61,12 @@ def _names_a_path(parameter: inspect.Parameter) -> bool:
 
 
 def _is_argument(parameter: inspect.Parameter) -> bool:
-    return any(isinstance(x, cli.typer.models.ArgumentInfo) for x in typing.get_args(parameter.annotation)[1:])
+    """Given by position: declared an argument, or (as typer reads a plain parameter) without a default."""
+    infos = typing.get_args(parameter.annotation)[1:]
+    if any(isinstance(x, cli.typer.models.ArgumentInfo) for x in infos):
+        return True
+    return parameter.default is inspect.Parameter.empty and not any(
+        isinstance(x, cli.typer.models.OptionInfo) for x in infos)
 
 
 def test_the_enumeration_finds_every_command():
@@ -381,3 +392,220 @@ def test_sigterm_twice_while_exporting_leaves_the_export_whole_or_absent(tmp_pat
     else:
         assert proc.returncode == 143, err
     assert not _started_writing(tmp_path), sorted(os.listdir(tmp_path))
+
+
+# ---------------------------------------------------------------- inputs that are pipes
+
+
+@dataclasses.dataclass
+class RealCall:
+    """A call of a command that does its work on small real inputs: the file each of its reads names (`values`),
+    its other arguments (outputs under the folder it was made for), for a server the line that says it is ready
+    (it is then stopped), and whether its stdout is the same from run to run (a benchmark's is not)."""
+
+    words: list[str]
+    values: dict[str, Path]
+    others: list = dataclasses.field(default_factory=list)
+    ready: str | None = None
+    same_output: bool = True
+
+    def args(self, **changes) -> list[str]:
+        parameters, args = _parameters(_command(self.words)), list(self.words)
+        for name, path in {**self.values, **changes}.items():
+            value = f"de:en={path}" if name == "model" else str(path)
+            args += [value] if _is_argument(parameters[name]) else [cli.option_label(parameters[name]), value]
+        return [*args, *map(str, self.others)]
+
+
+def _command(words: list[str]):
+    return next(command for found, command in COMMANDS if found == words)
+
+
+@pytest.fixture(scope="module")
+def real_inputs(checkpoint, trained_tiny, tmp_path_factory) -> dict[str, Path]:
+    """Small real files of each kind a command reads: a corpus, a config that prepares, trains, distills and
+    cleans in seconds, the checkpoint, a key file, a sentence splitter, a run folder and an Argos package."""
+    folder = tmp_path_factory.mktemp("real-inputs")
+    files = {"checkpoint": checkpoint, "run": trained_tiny}
+    for side in ("de", "en"):
+        for name, source, lines in (("corpus", "sample-2k", 200), ("dev", "dev", 10)):
+            text = (DATA / f"{source}.{side}").read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
+            files[f"{name}.{side}"] = folder / f"{name}.{side}"
+            files[f"{name}.{side}"].write_text("".join(text), encoding="utf-8")
+    config = {"output_dir": str(folder / "unused"),
+              "data": {"train_src": str(files["corpus.de"]), "train_tgt": str(files["corpus.en"]),
+                       "dev_src": str(files["dev.de"]), "dev_tgt": str(files["dev.en"]), "max_len": 64},
+              "tokenizer": {"vocab_size": 400},
+              "model": {"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 1, "max_positions": 128},
+              "train": {"max_steps": 2, "batch_tokens": 1024, "warmup_steps": 1, "eval_every": 2, "save_every": 2},
+              "decode": {"max_len_a": 0.5, "max_len_b": 4},
+              "distill": {"teachers": [str(trained_tiny / "checkpoint_30.pt")],  # its last one writes empty lines
+                          "beam_size": 2, "batch_lines": 40},
+              "clean": {"language_id": False}}
+    files["config"] = folder / "small.yaml"
+    files["config"].write_text(yaml.safe_dump(config), encoding="utf-8")
+    files["keys"] = folder / "keys.txt"
+    files["keys"].write_text("key-1 60\n")
+    files["splitter"] = folder / "de.onnx"  # argostranslate's MiniSBD model; the export packs it as it is
+    files["splitter"].write_bytes(b"\x08\x07onnx bytes\n")
+    files["reference"] = tmp_path_factory.mktemp("reference-runs")
+    files["package"] = folder / "de_en.argosmodel"
+    run_mt("export", "-c", checkpoint, "--format", "argos", "-o", files["package"])
+    return files
+
+
+def _real_calls(inputs: dict[str, Path], out: Path) -> list[RealCall]:
+    """At least one real call of every command that reads a file, each writing under `out`."""
+    ckpt, src, ref, config = inputs["checkpoint"], inputs["dev.de"], inputs["dev.en"], inputs["config"]
+    output_dir = ["--set", f"output_dir={out / 'run'}"]
+    return [
+        RealCall(["prepare"], {"config": config}, output_dir),
+        RealCall(["train"], {"config": config}, output_dir),
+        RealCall(["distill"], {"config": config}, output_dir),
+        RealCall(["bench", "train"], {"config": config}, [*output_dir, "--steps", "1", "--warmup", "0"],
+                 same_output=False),
+        RealCall(["clean"], {"src": inputs["corpus.de"], "tgt": inputs["corpus.en"], "config": config},
+                 ["-o", out / "clean", "--src-lang", "de", "--tgt-lang", "en"]),
+        RealCall(["translate"], {"checkpoint": ckpt, "input": src}),
+        RealCall(["evaluate"], {"checkpoint": ckpt, "src": src, "ref": ref}),
+        RealCall(["evaluate"], {"hyp": src, "ref": ref}),
+        RealCall(["score"], {"checkpoint": ckpt, "src": src, "tgt": ref}),
+        RealCall(["average"], {"checkpoints": ckpt}, ["-o", out / "average.pt"]),
+        RealCall(["serve"], {"model": ckpt, "api_keys": inputs["keys"]}, ["--port", "0"], ready="ready at"),
+        RealCall(["export"], {"checkpoint": ckpt, "sentence_splitter": inputs["splitter"]},
+                 ["--format", "argos", "-o", out / "de_en.argosmodel"]),
+        RealCall(["import"], {"source": inputs["package"]}, ["-o", out / "imported.pt"]),
+        RealCall(["info"], {"path": config}),
+        RealCall(["plot", "attention"], {"checkpoint": ckpt}, ["--text", "Hallo Welt", "-o", out / "a.png"]),
+        RealCall(["plot", "curves"], {"run_dirs": inputs["run"]}, ["-o", out / "curves.png"]),
+    ]
+
+
+# Every input of every command, as a FIFO and as /dev/stdin.
+PIPED = [(words, name, pipe) for words, command in COMMANDS for name in command.files.reads
+         for pipe in ("fifo", "stdin")]
+
+
+def _feed(fifo: Path, data: bytes) -> threading.Thread:
+    """A thread that writes `data` into `fifo` once, when a reader opens it, then closes it: a second opening
+    finds no writer and waits, as it would on `<(zcat corpus.gz)`."""
+    def write():
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as f:
+            f.write(data)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def _release(fifo: Path, writer: threading.Thread) -> None:
+    """Let the writer finish if the command never opened the FIFO (it refused it)."""
+    writer.join(timeout=1)
+    if writer.is_alive():
+        with open(fifo, "rb") as f:
+            f.read()
+        writer.join()
+
+
+def _until_ready(proc: subprocess.Popen, ready: str, timeout: float) -> str:
+    """A server's stderr until it prints `ready` (then it is stopped with SIGTERM) or ends."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while not any(ready in line for line in lines) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is None and not any(ready in line for line in lines):
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    return "".join(lines)
+
+
+def _finished(call: RealCall, args: list[str], stdin: bytes | None, timeout: float = 300) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the real command; a command that does not end fails the test."""
+    proc = mt_process(*args, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE)
+    try:
+        if call.ready:
+            if stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.write(stdin)
+                proc.stdin.close()
+            err = _until_ready(proc, call.ready, timeout)
+            return proc.returncode, "", err
+        out, err = proc.communicate(stdin, timeout=timeout)
+        return proc.returncode, out.decode(), err.decode()
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"mt {' '.join(args)}: did not end in {timeout} s (it opens a pipe again, or waits on it)")
+
+
+_REFERENCES: dict[tuple, tuple[int, str, str]] = {}
+
+
+def _reference(inputs: dict[str, Path], words: list[str], index: int) -> tuple[int, str, str]:
+    """The result of the `index`th real call of `words` with every input a file (once in the module)."""
+    key = (tuple(words), index)
+    if key not in _REFERENCES:
+        out = inputs["reference"] / f"{'-'.join(words)}-{index}"
+        out.mkdir()
+        call = [c for c in _real_calls(inputs, out) if c.words == words][index]
+        _REFERENCES[key] = _finished(call, call.args(), None)
+        assert _REFERENCES[key][0] == 0, _REFERENCES[key][2]
+    return _REFERENCES[key]
+
+
+def _piped(given: Path, read: Path, pipe: str, folder: Path) -> tuple[Path, Path]:
+    """(what to give, the pipe it reads): a FIFO, or a link to /dev/stdin; where `given` is a folder whose file
+    `read` is read (plot curves RUN_DIR: its metrics.jsonl), a copy of it with the pipe in place of that file."""
+    if read == given:
+        target = folder / given.name
+        folder.mkdir()
+    else:
+        shutil.copytree(given, folder / given.name, ignore=lambda where, names: [read.name] * (read.name in names))
+        target = folder / given.name / read.relative_to(given)
+    if pipe == "fifo":
+        os.mkfifo(target)
+        return (target if read == given else folder / given.name), target
+    if read == given:
+        return Path("/dev/stdin"), Path("/dev/stdin")
+    target.symlink_to("/dev/stdin")
+    return folder / given.name, target
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("words, name, pipe", PIPED, ids=[f"{' '.join(w)} {n} {p}" for w, n, p in PIPED])
+def test_every_input_may_be_a_pipe_read_once_or_is_refused_before_any_work(real_inputs, tmp_path, words, name,
+                                                                            pipe):
+    """Each input a pipe that gives its file's bytes once: the command reads it once, to the same result as from
+    the file, or refuses it in one line before any work where it seeks in it (mt/cli.py's `files(seeks=...)`)."""
+    command, out = _command(words), tmp_path / "out"
+    out.mkdir()
+    calls = [call for call in _real_calls(real_inputs, out) if call.words == words]
+    index = next((i for i, call in enumerate(calls) if name in call.values), None)
+    assert index is not None, f"mt {' '.join(words)}: no real call reads {name}; add one to _real_calls"
+    call, expand = calls[index], dict(command.files.expand).get(name)
+    given = Path(call.values[name])
+    read = Path(expand([str(given)], {})[0]) if expand else given
+    data = read.read_bytes()
+    expected = None if name in command.files.seeks or call.ready else _reference(real_inputs, words, index)
+    path, shown = _piped(given, read, pipe, tmp_path / "pipe")
+    writer = _feed(shown, data) if pipe == "fifo" else None
+    try:
+        code, output, err = _finished(call, call.args(**{name: path}), data if pipe == "stdin" else None)
+    finally:
+        if writer is not None:
+            _release(shown, writer)
+    label = cli.option_label(_parameters(command)[name])
+    if name in command.files.seeks:
+        assert code == 1 and err.strip().splitlines() == [
+            f"error: {label} {shown}: is a pipe or a device, but mt reads this input by seeking in it (a zip archive); "
+            "save it to a file and give that"], err
+    elif call.ready:
+        assert call.ready in err and "Traceback" not in err, err
+    else:
+        assert "Traceback" not in err and code == expected[0], err
+        assert output == expected[1] or not call.same_output, f"{label} from a {pipe}: not the file's output\n{err}"

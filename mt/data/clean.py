@@ -243,12 +243,17 @@ def corpus_languages(src_path: Path, tgt_path: Path, src_lang: str | None, tgt_l
     return langs[0], langs[1]
 
 
-def output_paths(prefix: str, src_path: Path, tgt_path: Path) -> tuple[Path, Path]:
-    """PREFIX.SRC_EXT and PREFIX.TGT_EXT (`-o cleaned` with train.de/train.en: cleaned.de/cleaned.en)."""
-    src_ext, tgt_ext = Path(src_path).suffix, Path(tgt_path).suffix
+def output_paths(prefix: str, src_path: Path, tgt_path: Path, src_lang: str | None = None,
+                 tgt_lang: str | None = None) -> tuple[Path, Path]:
+    """PREFIX.SRC_EXT and PREFIX.TGT_EXT (`-o cleaned` with train.de/train.en: cleaned.de/cleaned.en); an input
+    without an extension (a pipe: /dev/stdin, <(zcat train.de.gz)) is named by its language, --src-lang or
+    --tgt-lang."""
+    src_ext, tgt_ext = (Path(path).suffix or (f".{lang}" if lang else "")
+                        for path, lang in ((src_path, src_lang), (tgt_path, tgt_lang)))
     if not src_ext or not tgt_ext or src_ext == tgt_ext:
-        raise DataError(f"{src_path}, {tgt_path}: the outputs are named PREFIX plus each input's extension, so "
-                        "the inputs need two different extensions (train.de, train.en)")
+        raise DataError(f"{src_path}, {tgt_path}: the outputs are named PREFIX plus each input's extension (or, "
+                        "for an input without one, its --src-lang or --tgt-lang), so the inputs need two different "
+                        "extensions (train.de, train.en)")
     return Path(prefix + src_ext), Path(prefix + tgt_ext)  # checked against the inputs by mt/file_checks.py
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import islice, zip_longest
 from pathlib import Path
 
 import torch
@@ -23,7 +23,7 @@ from mt.decoding.model_backend import ModelBackend
 from mt.data.batching import pad_sequences, source_batch
 from mt.decoding.protocol import Translator, length_penalty
 from mt.errors import MtError
-from mt.files import atomic_write_text
+from mt.files import atomic_write_text, is_special
 from mt.decoding.scheduler import in_static_batches
 from mt.symbols import BOS, EOS, PAD
 
@@ -89,16 +89,27 @@ def _ct2_log_probs(backend, sources: list[list[int]], targets: list[list[int]]) 
 
 
 def paired_lines(src_path: str, tgt_path: str) -> Iterator[list[tuple[str, str]]]:
-    """Blocks of (source, target) lines of two line-aligned files; files of different lengths are an error
-    before the first block (each file is read once to count, then once to score)."""
-    counts = [count_lines(path) for path in (src_path, tgt_path)]
-    if counts[0] != counts[1]:
-        raise MtError(f"--tgt {tgt_path}: {counts[1]} lines, but --src {src_path} has {counts[0]}; the files "
-                      "must be line-aligned")
+    """Blocks of (source, target) lines of two line-aligned files. Files of different lengths are an error: before
+    the first block where both are files (each is read once to count, then once to score), else where the shorter
+    one ends (a pipe is read once)."""
+    if not (is_special(Path(src_path)) or is_special(Path(tgt_path))):
+        _check_aligned(count_lines(src_path), count_lines(tgt_path), src_path, tgt_path)
     with open(src_path, "rb") as src, open(tgt_path, "rb") as tgt:
-        pairs = zip(_text_lines(src, src_path), _text_lines(tgt, tgt_path))
+        pairs, done = zip_longest(_text_lines(src, src_path), _text_lines(tgt, tgt_path)), 0
         while block := list(islice(pairs, BLOCK_LINES)):
+            if None in block[-1]:  # one side ended first (zip_longest's None): the other's lines are counted
+                first = next(i for i, pair in enumerate(block) if None in pair)
+                shorter, longer = done + first, done + len(block) + sum(1 for _ in pairs)
+                _check_aligned(*((longer, shorter) if block[first][1] is None else (shorter, longer)),
+                               src_path, tgt_path)
             yield block
+            done += len(block)
+
+
+def _check_aligned(src_lines: int, tgt_lines: int, src_path: str, tgt_path: str) -> None:
+    if src_lines != tgt_lines:
+        raise MtError(f"--tgt {tgt_path}: {tgt_lines} lines, but --src {src_path} has {src_lines}; the files "
+                      "must be line-aligned")
 
 
 def count_lines(path: str | Path) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import torch
 from mt.data.language_id import known_languages
 from mt.documents.archives import check_members
 from mt.errors import MtError
-from mt.files import atomic_write, read_json_object
+from mt.files import atomic_write, is_special, read_json_object
 from mt.interop.ctranslate2 import export_ctranslate2
 
 DEFAULT_QUANTIZATION = "int8"  # what LibreTranslate's own packages hold
@@ -52,7 +51,7 @@ def export_argos(checkpoint: Path, output: Path, source_lang: str | None = None,
     _check_replaceable(output, force)
     if not output.parent.is_dir():
         raise MtError(f"-o {output}: no such folder {output.parent}")
-    if sentence_splitter is not None and sentence_splitter.suffix != ".onnx":
+    if sentence_splitter is not None and sentence_splitter.suffix != ".onnx" and not is_special(sentence_splitter):
         raise MtError(f"--sentence-splitter {sentence_splitter}: not a MiniSBD model (.onnx)")
     try:
         _write_package(checkpoint, ckpt, output, f"translate-{src}_{tgt}-{version.replace('.', '_')}",
@@ -79,7 +78,7 @@ def _write_package(checkpoint: Path, ckpt: dict, output: Path, name: str, metada
                                           encoding="utf-8")
         if sentence_splitter is not None:
             (folder / "minisbd").mkdir()
-            shutil.copyfile(sentence_splitter, folder / "minisbd" / f"{metadata['from_code']}.onnx")
+            (folder / "minisbd" / f"{metadata['from_code']}.onnx").write_bytes(sentence_splitter.read_bytes())
         atomic_write(output, lambda f: _zip(folder, f))
 
 

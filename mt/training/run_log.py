@@ -23,7 +23,7 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     path = Path(run_dir) / "metrics.jsonl"
     if not Path(run_dir).is_dir():
         raise MtError(f"{run_dir}: no such folder")
-    if not path.is_file():
+    if not path.exists() or path.is_dir():  # a pipe is read as a file is
         raise MtError(f"{run_dir}: no metrics.jsonl (not a training output_dir, or training has not logged yet)")
     rows = []
     text = path.read_text(encoding="utf-8", errors="replace")

@@ -292,7 +292,7 @@ def translate(
     """
     from mt.decoding.loading import load_translator
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
-    from mt.commands.translate_document import document_format, translate_document
+    from mt.commands.translate_document import check_output_format, document_format, translate_document
     from mt.documents.formats import LOCALIZATION
     from mt.file_checks import check_input
     from mt.decoding.lines import LineFormat
@@ -300,6 +300,7 @@ def translate(
     _check_device(device)
     check_input(input)
     _check_quantize(quantize)
+    check_output_format(output, input, input_format)
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     document = document_format(input, input_format, placeholders)

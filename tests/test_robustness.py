@@ -123,7 +123,7 @@ def test_translate_survives_bad_bytes_and_long_lines(trained_tiny):
     assert proc.returncode == 0
     assert proc.stdout.count(b"\n") == 4
     err = proc.stderr.decode()
-    assert "input line 2: invalid UTF-8 replaced" in err and "input line 4:" in err and "truncated" in err
+    assert "input line 2: invalid UTF-8 replaced" in err and "input line 4:" in err and "pieces, joined" in err
 
 
 def test_debug_shows_the_traceback(tmp_path):

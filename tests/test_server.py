@@ -102,8 +102,8 @@ def test_an_exported_model_serves_concurrent_clients_as_mt_translate_decodes_it(
     """A CTranslate2 export behind mt serve: the requests that arrive together decode in one call, and each
     client gets what `mt translate -c EXPORT` gives for its line (its score to the last rounded digit)."""
     dev = dev_lines()
-    # Lines within the model's trained length (data.max_len 64 tokens): the server splits longer ones into pieces
-    # (mt/serving/long_sentences.py), which `mt translate` does not.
+    # Lines within the model's trained length (data.max_len 64 tokens): longer ones are split into pieces
+    # (mt/decoding/long_sentences.py), which the server decodes as separate requests.
     # Two long requests keep both calls (--parallel-batches 2, the default) busy while the 16 arrive, so that they
     # wait together: with one long request, the 16 sent at once reached the free call one by one on a loaded CI
     # machine.

@@ -22,7 +22,8 @@ import torch
 
 from mt.decoding.protocol import Translator
 from mt.config import DecodeConfig
-from mt.decoding.lines import LineFormat, LineText, Translation, line_text, translate_lines
+from mt.decoding.lines import LineFormat, LineText, Translation, line_text
+from mt.decoding.long_sentences import translate_whole_lines
 from mt.files import atomic_write
 
 
@@ -37,12 +38,15 @@ def _decode_line(raw: bytes, number: int, warn) -> str:
 
 def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, fmt: LineFormat,
                     warn) -> list[list[Translation]]:
-    """Translate lines (numbered from `first_number` for warnings); over-long ones are truncated with a warning.
-    With `fmt.prefix` a line is `source<TAB>target prefix` (no tab: no prefix), and its output starts with it."""
+    """Translate lines (numbered from `first_number` for warnings); one longer than the model learned is translated
+    in pieces and joined, with a warning (mt/decoding/long_sentences.py). With `fmt.prefix` a line is
+    `source<TAB>target prefix` (no tab: no prefix), and its output starts with it."""
+    def split(i: int, length: int, room: int, pieces: int) -> None:
+        warn(f"warning: input line {first_number + i}: {length} tokens, more than the model learned ({room}): "
+             f"translated in {pieces} pieces, joined")
+
     def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
-        if part == "source":
-            warn(f"warning: input line {first_number + i}: {length} tokens, truncated to {kept}")
-        elif part == "target prefix":
+        if part == "target prefix":
             warn(f"warning: input line {first_number + i}: target prefix of {length} tokens, cut to {kept}")
         else:
             warn(f"warning: input line {first_number + i}: {part} of {length} tokens do not fit the model's "
@@ -51,7 +55,8 @@ def translate_block(tr: Translator, lines: list[str], first_number: int, opts: D
     texts = [line_text(line, first_number - 1 + i, fmt) for i, line in enumerate(lines)]
     for i, text in enumerate(texts):
         _warn_unknown_characters(tr, text, first_number + i, warn)
-    return translate_lines(tr, texts, opts, nbest=fmt.nbest or 1, on_truncate=truncated, alignment=fmt.alignment)
+    return translate_whole_lines(tr, texts, opts, nbest=fmt.nbest or 1, on_truncate=truncated, on_split=split,
+                                 alignment=fmt.alignment)
 
 
 def _warn_unknown_characters(tr: Translator, text: LineText, number: int, warn) -> None:

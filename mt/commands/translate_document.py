@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mt.config import DecodeConfig
 from mt.decoding.lines import LineText, translate_lines
+from mt.decoding.long_sentences import translate_whole_lines
 from mt.decoding.protocol import Translator
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
 from mt.documents.inline_markup import rendered_with_fragments
@@ -45,11 +46,12 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
     document = MessageLines(data, name) if fmt == PLACEHOLDER_LINES else \
         read_document(data, fmt, name, Localization(target_language(tr), retranslate))
 
-    def truncated(i: int, length: int, kept: int, part: str = "source") -> None:
-        warn(f"warning: {name}: sentence {i + 1}: {length} tokens, truncated to {kept}")
+    def split(i: int, length: int, room: int, pieces: int) -> None:
+        warn(f"warning: {name}: sentence {i + 1}: {length} tokens, more than the model learned ({room}): "
+             f"translated in {pieces} pieces, joined")
 
     lines = [LineText(sentence.strip(), i) for i, sentence in enumerate(document.sentences)]
-    found = translate_lines(tr, lines, opts, on_truncate=truncated, alignment=True) if lines else []
+    found = translate_whole_lines(tr, lines, opts, on_split=split, alignment=True) if lines else []
 
     def alone(words: list[str]) -> list[str]:  # the words of lost inline elements, each translated alone
         return [per[0].text for per in translate_lines(tr, [LineText(w, i) for i, w in enumerate(words)], opts)]

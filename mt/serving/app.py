@@ -40,7 +40,7 @@ from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentenc
 from mt.documents.inline_markup import Fragments, HtmlDocument
 from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
 from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
-from mt.serving.long_sentences import fit_to_model, joined_translations
+from mt.decoding.long_sentences import fit_to_model, joined_translations
 from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
 from mt.documents.messages import Localization, MessageText
@@ -242,7 +242,7 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
                   alignment: bool = False):
     """Translations of `lines` (mt.decoding.lines.Translation per hypothesis) through the front end `mt translate` uses
     (mt/decoding/lines.py `LineBatch`), decoded by the worker beside every other request's sentences, and the pieces
-    each line was cut into (mt/serving/long_sentences.py: 1 for a line that fits the model); a client that disconnects
+    each line was cut into (mt/decoding/long_sentences.py: 1 for a line that fits the model); a client that disconnects
     releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
     server: Server = request.app.state.server
     tr = served.translator

@@ -4,8 +4,8 @@ translate and joined back.
 A sentence over the limit is cut in two at the best boundary nearest its middle: after clause punctuation
 (, ; : and their CJK forms, dashes) followed by whitespace, else at whitespace, else (a script without spaces)
 between two characters; each half over the limit is cut again. The pieces' translations are joined with a
-space, in order. `mt translate` cuts such a source instead (keeping its first positions, with a warning): the
-server must not drop what a client sent.
+space, in order: nothing a user sent is dropped. `mt translate` (lines and documents) goes through
+`translate_whole_lines`; `mt serve` composes the same steps with its own waiting (mt/serving/app.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from mt.decoding.lines import LineIds, LineText, Translation, encode_lines
+from mt.config import DecodeConfig
+from mt.decoding.lines import LineIds, LineText, Translation, encode_lines, translate_ids, translations
 from mt.decoding.protocol import Translator
 
 CLAUSE_END = re.compile(r"(?<=[,;:，、；：–—])\s+|\s+(?=[–—]\s)")
@@ -106,3 +107,20 @@ def _join(parts: list[Translation], sources: list[str]) -> Translation:
             target_words += len(t.text.split())
         alignment = " ".join(links)
     return Translation(text, sum(t.score for t in parts), alignment)
+
+
+def translate_whole_lines(tr: Translator, lines: list[LineText], opts: DecodeConfig, *, nbest: int = 1,
+                          on_truncate=None, on_split=None, alignment: bool = False) -> list[list[Translation]]:
+    """`translate_lines` with every line longer than the model learned translated in pieces and joined, so one
+    line gives one translation of all of it; `on_split(index, tokens, room, pieces)` hears of each such line, and
+    `on_truncate` (a prefix or terms that do not fit) is told the line's index, not the piece's."""
+    pieces, owners, encoded = fit_to_model(tr, lines)
+    report = None if on_truncate is None else lambda i, *rest: on_truncate(owners[i], *rest)
+    hyps = translate_ids(tr.backend, encoded, opts, nbest=nbest, on_truncate=report, attention=alignment)
+    found = translations(tr, [e.source for e in encoded], hyps, alignment)
+    joined, counts = joined_translations(found, owners, [p.source for p in pieces])
+    if on_split is not None:
+        for i, count in enumerate(counts):
+            if count > 1:
+                on_split(i, len(tr.encode_sources([lines[i].source])[0]), trained_length(tr), count)
+    return joined

@@ -322,7 +322,9 @@ def test_a_closed_pipe_ends_translate_quietly_with_141(tmp_path, model):
         proc.stdout.close()  # `| head -n 1`
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=300) == 141, err
-        assert err.strip() == "", err
+        # Nothing but the warnings of dev lines longer than the tiny model learned (64 tokens): no traceback, no
+        # BrokenPipeError
+        assert all(line.startswith("warning: input line ") for line in err.splitlines()), err
 
 
 def test_ctrl_c_while_translate_waits_on_stdin_is_130_without_an_abort(model):

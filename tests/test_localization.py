@@ -189,6 +189,17 @@ def test_a_line_that_would_lose_a_placeholder_is_written_as_it_came():
                                 "from their translation"]
 
 
+def _each_refused_in_one_line(model, tmp_path, cases: dict[str, tuple[bytes, str]]) -> None:
+    """Each file (name -> (bytes, part of the message)) given to `mt translate -i`: one error line naming it, and
+    no output written."""
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"out-{name}"
+        line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
+        assert line.startswith(f"error: {tmp_path / name}: ") and message in line, line
+        assert not out.exists()
+
+
 def test_bad_po_files_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
         "png.po": (b"\x89PNG\r\n\x1a\n" + bytes(20), "line 1: not UTF-8 (byte 0x89); is it a PO file?"),
@@ -199,12 +210,7 @@ def test_bad_po_files_are_one_line_each_and_write_nothing(model, tmp_path):
                       "charset iso-8859-1: mt reads UTF-8 PO files"),
         "forms.po": (b'msgid ""\nmsgstr "Plural-Forms: nplurals=2; plural=n ?? 1;\\n"\n', "header: Plural-Forms"),
     }
-    for name, (data, message) in cases.items():
-        (tmp_path / name).write_bytes(data)
-        out = tmp_path / f"out-{name}"
-        line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
-        assert line.startswith(f"error: {tmp_path / name}: ") and message in line, line
-        assert not out.exists()
+    _each_refused_in_one_line(model, tmp_path, cases)
     line = one_error_line(run_mt("translate", "-c", model, "--retranslate", check=False, input="Hallo\n"))
     assert line == "error: --retranslate: for localization files (po, xliff); the input is read as lines"
 
@@ -296,12 +302,7 @@ def test_bad_xliff_files_are_one_line_each_and_write_nothing(model, tmp_path):
         "bomb.xlf": (LAUGHS, "declares a DTD or entities, which an XLIFF file needs not: refused"),
         "html.xlf": (b"<html version='1.2'><p>x</p></html>", "line 1: not XLIFF 1.2 or 2.0 (its root is <html>"),
     }
-    for name, (data, message) in cases.items():
-        (tmp_path / name).write_bytes(data)
-        out = tmp_path / f"out-{name}"
-        line = one_error_line(run_mt("translate", "-c", model, "-i", tmp_path / name, "-o", out, check=False))
-        assert line.startswith(f"error: {tmp_path / name}: ") and message in line, line
-        assert not out.exists()
+    _each_refused_in_one_line(model, tmp_path, cases)
 
 
 # ---------------------------------------------------------------- LibreTranslate's file API through mt serve

@@ -375,6 +375,19 @@ def test_a_glossary_makes_its_target_terms_appear(server, checkpoint):
     assert plain["translatedText"] == translate_offline(checkpoint, [line])[0]
 
 
+def test_a_glossary_term_is_found_as_a_whole_word_in_any_case():
+    """The substring test before each term's pattern rejects no match of the pattern (ı, ß, the Kelvin sign)."""
+    from mt.serving.glossary import terms_per_sentence
+    glossary = {"haus": "house", "istanbul": "Istanbul", "straße": "street", "kg": "kilogram", "New York": "NY"}
+    sentences = ["Das HAUS", "Hausboot", "İstanbul", "ıSTANBUL", "STRASSE", "Straße", "5 \u212ag", "in new  york",
+                 "in NEW YORK."]
+    expected = [tuple(target for source, target in glossary.items()
+                      if re.search(rf"(?<!\w){re.escape(source)}(?!\w)", sentence, flags=re.IGNORECASE))
+                for sentence in sentences]
+    assert terms_per_sentence(sentences, glossary) == expected
+    assert expected == [("house",), (), ("Istanbul",), ("Istanbul",), (), ("street",), ("kilogram",), (), ("NY",)]
+
+
 @pytest.mark.parametrize("body, kind, message", [
     (b"{bad json", "application/json", "malformed JSON"),
     (b'"just a string"', "application/json", "must be an object"),

@@ -11,7 +11,7 @@ DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 # Bottom to top. "base" is the flat modules of mt/ itself, "top" the command line above every package.
 PACKAGES = ["base", "model", "data", "decoding", "documents", "training", "serving", "interop", "commands", "top"]
-TOP = {"cli", "__main__", "__init__"}
+TOP = {"cli", "__main__", "__init__", "exit_codes"}  # cli.py and the modules it keeps its machinery in
 LAZY_IMPORTS_ALLOWED = {"cli"}  # the commands load what they need (and optional extras) when they run
 
 

@@ -5,21 +5,19 @@ Set MT_DEBUG=1 (or pass --debug before the command) to see full tracebacks.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import io
 import json
 import os
 import sys
-import typing
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from mt.decode_options import DecodeChoices, with_decode_options
 from mt.errors import MtError
 from mt.exit_codes import OutputClosed, exit_without_teardown, run_and_exit
+from mt.path_parameters import clean_outputs, comma_separated, files, metrics_files, served_paths
 from mt.tuning import describe, tune_process
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -50,90 +48,6 @@ def _global(debug: Annotated[bool, typer.Option("--debug", help="Show full trace
         _warn(describe(_tuning))
 
 
-@dataclasses.dataclass(frozen=True)
-class Files:
-    """The parameters of a command that name files: those it reads, the files and the folders it writes, and the
-    reads it seeks in (`seeks`: a zip archive, which a pipe cannot give); `expand` turns a parameter's value into
-    the paths it stands for (mt clean's -o PREFIX: two files). Every other read is read once, from start to end,
-    so that a pipe (`--src <(zcat corpus.de.gz)`, /dev/stdin) can give it."""
-
-    reads: tuple[str, ...] = ()
-    writes: tuple[str, ...] = ()
-    folders: tuple[str, ...] = ()
-    expand: tuple[tuple[str, Callable], ...] = ()
-    seeks: tuple[str, ...] = ()
-
-    def paths(self, command, values: dict) -> tuple[list, list, list, list]:
-        """[(label, path)] of the reads, of the writes, of the folders and of the reads it seeks in, for the values
-        a command was called with: `-c A -c B` gives ("-c #1", A), ("-c #2", B); mt clean's `-o PREFIX` gives
-        ("-o", PREFIX.de) and ("-o", PREFIX.en)."""
-        expand, signature = dict(self.expand), inspect.signature(command, eval_str=True)
-
-        def labelled(names):
-            found = []
-            for name in names:
-                value = values.get(name)
-                paths = expand[name](value, values) if name in expand and value is not None else value
-                paths = paths if isinstance(paths, (list, tuple)) else [paths]
-                label = option_label(signature.parameters[name])
-                numbered = isinstance(value, (list, tuple)) and len(paths) > 1
-                found += [(f"{label} #{i + 1}" if numbered else label, path) for i, path in enumerate(paths)
-                          if path is not None]
-            return found
-        return labelled(self.reads), labelled(self.writes), labelled(self.folders), labelled(self.seeks)
-
-
-def option_label(parameter: inspect.Parameter) -> str:
-    """How the command line spells a parameter: its first option name (-o), or an argument's NAME."""
-    info = next((x for x in typing.get_args(parameter.annotation)[1:]
-                 if isinstance(x, (typer.models.OptionInfo, typer.models.ArgumentInfo))), None)
-    if isinstance(info, typer.models.ArgumentInfo):
-        return parameter.name.upper()
-    declared = [info.default] if info is not None and isinstance(info.default, str) else []
-    declared += list(info.param_decls) if info is not None else []
-    return next((d for d in declared if d.startswith("-")), f"--{parameter.name.replace('_', '-')}")
-
-
-def files(reads=(), writes=(), folders=(), expand: dict | None = None, seeks=()):
-    """Declares the parameters of a command that name files, and checks them together before it runs (no output is
-    an input or another output, none is a folder or unwritable, no read in `seeks` is a pipe: mt/file_checks.py).
-    tests/test_command_files.py reads these declarations, so a command added later is checked without a new
-    test."""
-    declared = Files(tuple(reads), tuple(writes), tuple(folders), tuple((expand or {}).items()), tuple(seeks))
-
-    def declare(command):
-        def run(**kwargs):
-            from mt.file_checks import check_files
-
-            check_files(*declared.paths(run, kwargs))
-            return command(**kwargs)
-
-        run.__name__, run.__doc__, run.files = command.__name__, command.__doc__, declared
-        run.__signature__ = inspect.signature(command, eval_str=True)
-        return run
-
-    return declare
-
-
-def _clean_outputs(prefix: str, values: dict) -> list[Path]:
-    from mt.data.clean import output_paths
-
-    return list(output_paths(prefix, values["src"], values["tgt"], values.get("src_lang"), values.get("tgt_lang")))
-
-
-def _served_paths(specs: list[str], values: dict) -> list[str]:
-    """The paths in `SRC:TGT=PATH[,PATH...]` (or `PATH[,PATH...]`) specs, as ModelSpec.parse reads them."""
-    return [path for spec in specs for path in (spec.partition("=")[2] if "=" in spec else spec).split(",") if path]
-
-
-def _comma_separated(paths: list[Path], values: dict) -> list[Path]:
-    return [Path(part) for path in paths for part in str(path).split(",") if part]
-
-
-def _metrics_files(run_dirs: list[Path], values: dict) -> list[Path]:
-    return [Path(run_dir) / "metrics.jsonl" for run_dir in run_dirs]
-
-
 @app.command()
 @files(reads=("config",))
 def prepare(config: Path, set_: SetOption = None,
@@ -154,7 +68,7 @@ def prepare(config: Path, set_: SetOption = None,
 
 
 @app.command()
-@files(reads=("src", "tgt", "config"), writes=("output", "report", "rejected"), expand={"output": _clean_outputs})
+@files(reads=("src", "tgt", "config"), writes=("output", "report", "rejected"), expand={"output": clean_outputs})
 def clean(
     src: Annotated[Path, typer.Option("--src", help="Source side: a UTF-8 text file, one sentence a line.")],
     tgt: Annotated[Path, typer.Option("--tgt", help="Target side, line-aligned with --src.")],
@@ -211,41 +125,6 @@ def distill(config: Path, set_: SetOption = None,
     stopped_by = run_distill(load_config(config, set_ or []), _warn, restart=restart)
     if stopped_by is not None:  # training stopped by a signal: saved and resumable, as mt train exits
         sys.exit(128 + stopped_by)
-
-
-class DecodeChoices:
-    """The decoding options given on the command line: one per DecodeConfig field, and `--set decode.key=value`."""
-
-    def __init__(self, values: dict, sets: list[str]):
-        self.values, self.sets = values, sets
-
-    def applied_to(self, cfg):
-        from mt.config import decode_with
-
-        return decode_with(cfg, self.sets, self.values)
-
-
-def with_decode_options(command):
-    """Gives `command` an option for every field of DecodeConfig (--beam-size, --alpha, ..., its comment the
-    help) and `--set decode.key=value`, declared here once for every decoding command; the command receives
-    them as `decode`, a DecodeChoices."""
-    from mt.config import DecodeConfig, field_comments
-
-    comments, names = field_comments(DecodeConfig), [f.name for f in dataclasses.fields(DecodeConfig)]
-    kinds = {name: type(getattr(DecodeConfig(), name)) for name in names}
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "decode"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Optional[kinds[name]], typer.Option(f"--{name.replace('_', '-')}", help=comments.get(name))]) for name in names]
-    added.append(inspect.Parameter("decode_set", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Optional[list[str]], typer.Option("--set", help="Override a decode value: decode.key=value")]))
-
-    def run(**kwargs):
-        choices = DecodeChoices({name: kwargs.pop(name) for name in names}, kwargs.pop("decode_set") or [])
-        return command(**kwargs, decode=choices)
-
-    run.__name__, run.__doc__ = command.__name__, command.__doc__
-    run.__signature__ = inspect.Signature([*own, *added])
-    return run
 
 
 @app.command()
@@ -461,7 +340,7 @@ def average(
 
 
 @app.command()
-@files(reads=("model", "api_keys"), expand={"model": _served_paths}, seeks=("model",))
+@files(reads=("model", "api_keys"), expand={"model": served_paths}, seeks=("model",))
 def serve(
     model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a CTranslate2 export "
                                              "(mt export), or A.pt,B.pt (an ensemble); repeat for more pairs. PATH "
@@ -571,7 +450,7 @@ def bench_train(config: Path, set_: SetOption = None,
 
 
 @app.command()
-@files(reads=("checkpoint", "sentence_splitter"), folders=("output",), expand={"checkpoint": _comma_separated},
+@files(reads=("checkpoint", "sentence_splitter"), folders=("output",), expand={"checkpoint": comma_separated},
        seeks=("checkpoint",))
 def export(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to export (one).")],
@@ -596,7 +475,7 @@ def export(
     installs and LibreTranslate serves (docs/exporting.md)."""
     if format not in EXPORT_FORMATS:
         raise MtError(f"--format: one of {', '.join(EXPORT_FORMATS)}, got '{format}'")
-    paths = _comma_separated(checkpoint, {})
+    paths = comma_separated(checkpoint, {})
     if len(paths) != 1:
         raise MtError(f"-c: an export is of one checkpoint, got {len(paths)}; average an ensemble's checkpoints "
                       "into one first (mt average)")
@@ -711,7 +590,7 @@ def plot_attention(
 
 
 @plot_app.command("curves")
-@files(reads=("run_dirs",), writes=("output",), expand={"run_dirs": _metrics_files})
+@files(reads=("run_dirs",), writes=("output",), expand={"run_dirs": metrics_files})
 def plot_curves(run_dirs: Annotated[list[Path], typer.Argument(help="Training output_dirs.")],
                 output: PlotOutput = None, show: PlotShow = False, dpi: PlotDpi = 100):
     """Train and dev loss, dev BLEU and learning rate against step from metrics.jsonl, runs overlaid."""

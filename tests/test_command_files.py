@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 import mt.cli as cli
 from mt.errors import MtError
 from mt.file_checks import check_files
+from mt.path_parameters import option_label
 from tests.conftest import DATA, TINY, run_mt, tiny_overrides
 from tests.test_faults import mounted, mt_process, snapshot
 
@@ -106,7 +107,7 @@ class Call:
                 self.values[name] = "1"
 
     def label(self, name: str) -> str:
-        return cli.option_label(self.parameters[name])
+        return option_label(self.parameters[name])
 
     def args(self, **changes) -> list[str]:
         values, args = {**self.values, **changes}, list(self.words)
@@ -413,7 +414,7 @@ class RealCall:
         parameters, args = _parameters(_command(self.words)), list(self.words)
         for name, path in {**self.values, **changes}.items():
             value = f"de:en={path}" if name == "model" else str(path)
-            args += [value] if _is_argument(parameters[name]) else [cli.option_label(parameters[name]), value]
+            args += [value] if _is_argument(parameters[name]) else [option_label(parameters[name]), value]
         return [*args, *map(str, self.others)]
 
 
@@ -599,7 +600,7 @@ def test_every_input_may_be_a_pipe_read_once_or_is_refused_before_any_work(real_
     finally:
         if writer is not None:
             _release(shown, writer)
-    label = cli.option_label(_parameters(command)[name])
+    label = option_label(_parameters(command)[name])
     if name in command.files.seeks:
         assert code == 1 and err.strip().splitlines() == [
             f"error: {label} {shown}: is a pipe or a device, but mt reads this input by seeking in it (a zip archive); "

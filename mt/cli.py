@@ -32,7 +32,6 @@ RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's 
                                           "moving average (train.ema_decay).")]
 
 
-EXPORT_FORMATS = ("ctranslate2", "huggingface", "argos")  # mt export --format
 _tuning: dict[str, str] = {}  # what main()'s tune_process set, shown by --debug
 
 
@@ -473,40 +472,11 @@ def export(
     """Write a model directory: CTranslate2's (with the sentencepiece models), which `mt translate -c DIR` reads,
     Hugging Face's Marian (MarianMTModel, MarianTokenizer), or an Argos package (.argosmodel) that argostranslate
     installs and LibreTranslate serves (docs/exporting.md)."""
-    if format not in EXPORT_FORMATS:
-        raise MtError(f"--format: one of {', '.join(EXPORT_FORMATS)}, got '{format}'")
-    paths = comma_separated(checkpoint, {})
-    if len(paths) != 1:
-        raise MtError(f"-c: an export is of one checkpoint, got {len(paths)}; average an ensemble's checkpoints "
-                      "into one first (mt average)")
-    argos_only = {"--source-lang": source_lang, "--target-lang": target_lang, "--sentence-splitter": sentence_splitter,
-                  "--version": None if version == "1.0" else version}
-    given = next((option for option, value in argos_only.items() if value is not None), None)
-    if given and format != "argos":
-        raise MtError(f"{given}: for --format argos only")
-    if format == "huggingface":
-        from mt.interop.huggingface import export_huggingface
+    from mt.interop.exporting import export_model
 
-        if quantization is not None:
-            raise MtError("--quantization: for --format ctranslate2 and argos; the Hugging Face export is float32")
-        _warn(f"exported {export_huggingface(paths[0], output, force, raw_weights)}")
-        return
-    if format == "argos":
-        from mt.interop.argos import DEFAULT_QUANTIZATION, export_argos
-
-        from mt.file_checks import check_input
-
-        check_input(sentence_splitter, "--sentence-splitter")
-        package, src, tgt = export_argos(paths[0], output, source_lang, target_lang, version,
-                                         quantization or DEFAULT_QUANTIZATION, force, raw_weights, sentence_splitter)
-        _warn(f"exported {package} ({src} -> {tgt}, {quantization or DEFAULT_QUANTIZATION})")
-        if sentence_splitter is None:
-            _warn(f"note: no sentence splitter packed; argostranslate downloads MiniSBD's model for '{src}' at first "
-                  "use (pack one with --sentence-splitter)")
-        return
-    from mt.interop.ctranslate2 import export_ctranslate2
-
-    _warn(f"exported {export_ctranslate2(paths[0], output, quantization, force, raw_weights)}")
+    export_model(comma_separated(checkpoint, {}), output, format, quantization=quantization, force=force,
+                 raw_weights=raw_weights, source_lang=source_lang, target_lang=target_lang, version=version,
+                 sentence_splitter=sentence_splitter, log=_warn)
 
 
 @app.command("import")

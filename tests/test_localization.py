@@ -1,17 +1,25 @@
 """Localization files (mt/documents/po.py) and placeholders (mt/documents/placeholders.py): `mt translate` and
 `/translate_file` fill what is untranslated and keep every other byte, written files pass GNU gettext's
-`msgfmt --check` and read back in polib, plural entries get the target language's forms, a translation that
-would lose a placeholder is not written, and bad files are one line each with nothing written. The model is
+`msgfmt --check`, read back in polib and translate-toolkit, and give translate-toolkit's placeholder checks
+(pofilter's) nothing new, plural entries get the target language's forms, a translation that would lose a
+placeholder is not written, and bad files are one line each with nothing written. The model is
 tests/test_documents.py's small random one."""
 
 from __future__ import annotations
 
+import gettext
 import subprocess
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import polib
 import pytest
+from translate.filters import checks, pofilter
+from translate.misc.multistring import multistring
+from translate.storage import po, xliff, xliff2
 
 from tests.conftest import one_error_line, run_mt
 from tests.test_documents import LAUGHS, SENTENCES, model, plain  # noqa: F401 (a fixture)
@@ -69,6 +77,11 @@ msgstr ""
 msgid "{s[5]}\\n%s\\n"
 msgstr ""
 
+#: src/env.sh:3
+#, sh-format
+msgid "{words[0]} $HOME {' '.join(words[1:3])} ${{x}} {{{{ user }}}} %1$s {words[3]} %(count)d"
+msgstr ""
+
 {OBSOLETE}""")
 
 
@@ -80,10 +93,128 @@ def msgfmt_check(path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+# translate-toolkit's placeholder checks, as `pofilter --mozilla -t printf -t pythonbraceformat -t variables -t xmltags`
+# runs them: Mozilla's checker is pofilter's one whose `variables` knows `$HOME`, `${x}`, `{{ x }}` and `&amp;` (the
+# standard checker's has no variables to look for).
+TOOLKIT_CHECKS = ["printf", "pythonbraceformat", "variables", "xmltags"]
+
+
+def toolkit_store(data: bytes):
+    """A PO or XLIFF file as translate-toolkit reads it. Its factory (and pofilter) takes every .xlf for XLIFF
+    1.x, whose reader refuses 2.0: 2.0 has a reader of its own, translate.storage.xliff2."""
+    if not data.lstrip().startswith(b"<"):
+        return po.pofile.parsestring(data)
+    version = ET.fromstring(data).get("version", "")
+    return (xliff2.Xliff2File if version.startswith("2") else xliff.xlifffile).parsestring(data)
+
+
+def toolkit_failures(store) -> dict[str, set[str]]:
+    """The checks of TOOLKIT_CHECKS each unit with a target fails, by unit id, run by pofilter's own filter."""
+    options = SimpleNamespace(excludefilters={}, limitfilters=TOOLKIT_CHECKS, includefuzzy=True, includereview=True,
+                              autocorrect=False)
+    found = pofilter.pocheckfilter(options, [checks.MozillaChecker, checks.StandardUnitChecker], checks.CheckerConfig())
+    shared = _form_zero_shared(store)
+    return {unit.getid(): set(found.filterunit(_paired_with_plural(unit) if shared and unit.hasplural() else unit))
+            for unit in store.units if unit.target}
+
+
+def _form_zero_shared(store) -> bool:
+    """Whether the PO file's plural form 0 is taken by other numbers than 1 (Russian's 1, 21, 31, ...), by its
+    Plural-Forms read with gettext's c2py. pofilter checks form 0 against the singular msgid, which says no
+    number; such a form must say it, and msgfmt --check pairs it with msgid_plural, as this test then does."""
+    try:
+        plural = gettext.c2py(store.getheaderplural()[1] or "")
+    except (AttributeError, ValueError):  # an XLIFF file, a POT's EXPRESSION
+        return False
+    return any(plural(n) == 0 for n in range(2, 1000))
+
+
+def _paired_with_plural(unit):
+    paired = po.pounit(multistring([unit.source.strings[1]] * 2))
+    paired.target = unit.target
+    return paired
+
+
+def toolkit_finds_nothing_new(source: bytes, written: bytes, name: str) -> None:
+    """pofilter reports nothing for a unit of the written file that it did not report for the same unit of the
+    source (a unit mt filled had no target there, so nothing at all), and translate-toolkit sees each target with
+    the inline codes of its source (XLIFF's `<x/>`, `<g>`, `<ph>`, `<pc>`: its checks read the text without them)."""
+    before, store = toolkit_failures(toolkit_store(source)), toolkit_store(written)
+    for unit, failed in toolkit_failures(store).items():
+        new = sorted(failed - before.get(unit, set()))
+        assert not new, f"{name}: {unit!r}: pofilter's {', '.join(new)} check fails"
+    for unit in (u for u in store.units if u.target):
+        codes, kept = _inline_codes(unit.rich_source), _inline_codes(unit.rich_target)
+        assert Counter(codes) == Counter(kept), f"{name}: {unit.getid()!r}: inline codes {codes} in the source, " \
+                                                f"{kept} in the target"
+
+
+def _inline_codes(rich) -> list[tuple[str, str | None]]:
+    return [(type(node).__name__, getattr(node, "id", None)) for string in rich for node in string.depth_first()
+            if type(node).__name__ != "StringElem"]
+
+
+def toolkit_reads_po_as_polib(data: bytes) -> None:
+    """translate-toolkit reads a PO file as polib does: the same entries in order, obsolete ones too, with their
+    contexts, msgids, msgstrs (each plural form) and fuzzy flags."""
+    def polib_entry(e):
+        return (e.msgctxt or "", [e.msgid, e.msgid_plural] if e.msgid_plural else [e.msgid],
+                [e.msgstr_plural[i] for i in sorted(e.msgstr_plural)] if e.msgid_plural else [e.msgstr],
+                "fuzzy" in e.flags, e.obsolete)
+
+    def toolkit_unit(u):
+        strings = (lambda s: list(s.strings)) if u.hasplural() else (lambda s: [str(s)])
+        return u.getcontext(), strings(u.source), strings(u.target), u.isfuzzy(), u.isobsolete()
+
+    units = [toolkit_unit(u) for u in toolkit_store(data).units if not u.isheader()]
+    assert units == [polib_entry(e) for e in polib.pofile(data.decode("utf-8"))]
+
+
+def toolkit_reads_xliff_as_written(source: bytes, written: bytes) -> None:
+    """translate-toolkit reads an XLIFF file mt wrote as ElementTree does (the same units in order, with their
+    sources' and targets' text), each unit whose target mt wrote as waiting for review, and every other unit in the
+    state it read in the source. XLIFF 2.0 has no review state: its reader takes mt's `translated` for translated
+    and not yet reviewed (mt's `subState` is an extension it does not read)."""
+    root = ET.fromstring(written)
+    ns = root.tag[1:].split("}")[0]
+    version2 = root.get("version").startswith("2")
+    elements = list(root.iter(f"{{{ns}}}{'segment' if version2 else 'trans-unit'}"))
+    units, originals = toolkit_store(written).units, toolkit_store(source).units
+    assert len(units) == len(elements) == len(originals)
+    for unit, element, original in zip(units, elements, originals):
+        target = element.find(f"{{{ns}}}target")
+        assert unit.source == original.source == _text(element.find(f"{{{ns}}}source"))
+        assert unit.target == (None if target is None else _text(target))
+        if unit.target == original.target:
+            assert _state(unit) == _state(original), unit.getid()
+        elif unit.target != unit.source:  # the source copied as target: a translation refused
+            assert (unit.istranslated() and not unit.isapproved()) if version2 else unit.isreview(), unit.getid()
+
+
+def _text(element) -> str:
+    """An element's text as translate-toolkit gives it without xml:space="preserve": its whitespace collapsed."""
+    return " ".join("".join(element.itertext()).split())
+
+
+def _state(unit) -> tuple:
+    return unit.isfuzzy(), unit.istranslated(), unit.isapproved(), unit.isreview(), unit.get_state_n()
+
+
+def toolkit_checks(source: Path, written: Path) -> None:
+    """Every translate-toolkit check of a file mt wrote from `source`."""
+    data, written_data = source.read_bytes(), written.read_bytes()
+    if written_data.lstrip().startswith(b"<"):
+        toolkit_reads_xliff_as_written(data, written_data)
+    else:
+        toolkit_reads_po_as_polib(written_data)
+    toolkit_finds_nothing_new(data, written_data, written.name)
+
+
 def translated_po(model, tmp_path, text: str, *options) -> tuple[str, polib.POFile]:
     (tmp_path / "de.po").write_text(text, encoding="utf-8")
     run_mt("translate", "-c", model, "-i", tmp_path / "de.po", "-o", tmp_path / "out.po", *options)
     msgfmt_check(tmp_path / "out.po")
+    toolkit_checks(tmp_path / "de.po", tmp_path / "out.po")
     return (tmp_path / "out.po").read_text(encoding="utf-8"), polib.pofile(str(tmp_path / "out.po"))
 
 
@@ -97,7 +228,7 @@ def test_po_fills_what_is_untranslated_and_keeps_every_other_byte(model, tmp_pat
     original = polib.pofile(source)
     assert [(e.msgctxt, e.msgid, e.obsolete) for e in catalog] == [(e.msgctxt, e.msgid, e.obsolete) for e in original]
     assert [e.occurrences for e in catalog] == [e.occurrences for e in original]
-    remove, open_file, plural, markup, lines, _ = catalog
+    remove, open_file, plural, markup, lines, variables, _ = catalog
     assert "fuzzy" in remove.flags and "fuzzy" not in open_file.flags and open_file.msgstr == "Open file"
     assert remove.msgstr.count("%s") == 1 and remove.msgstr.count("{dir}") == 1
     assert sorted(plural.msgstr_plural) == [0, 1] and plural.msgstr_plural[0] == plain(model, [SENTENCES[2]])[0]
@@ -105,6 +236,7 @@ def test_po_fills_what_is_untranslated_and_keeps_every_other_byte(model, tmp_pat
     assert markup.msgstr.count("<b>") == 1 and markup.msgstr.count("</b>") == 1
     assert markup.msgstr.index("<b>") < markup.msgstr.index("</b>")
     assert lines.msgstr.endswith("\n%s\n") and lines.msgstr.count("%s") == 1  # msgfmt: ends with \n as msgid does
+    assert [variables.msgstr.count(p) for p in ("$HOME", "${x}", "{{ user }}", "%1$s", "%(count)d")] == [1] * 5
 
 
 def test_retranslate_fills_translated_entries_too(model, tmp_path):
@@ -145,8 +277,51 @@ def test_a_translation_that_loses_a_placeholder_is_not_written():
     catalog = polib.pofile(document.render(wrong).decode())
     filled = [e for e in catalog if not e.obsolete and e.msgid != "Datei öffnen"]
     assert all(e.msgstr == "" and not any(e.msgstr_plural.values()) and "fuzzy" in e.flags for e in filled)
-    assert document.notes() == ["de.po: 4 entries left untranslated and marked fuzzy: a placeholder or tag would "
+    assert document.notes() == ["de.po: 5 entries left untranslated and marked fuzzy: a placeholder or tag would "
                                 "not come back from their translation"]
+    toolkit_reads_po_as_polib(document.render(wrong))
+
+
+def test_an_xliff_unit_that_would_lose_a_placeholder_gets_its_source():
+    """Its source copied as target, with every inline code, which translate-toolkit reads as not yet translated."""
+    from mt.documents.xliff import XliffDocument
+
+    for template, state in ((XLIFF_12, "needs-translation"), (XLIFF_20, "initial")):
+        source = xliff_file(template).encode()
+        document = XliffDocument(source, Path("in.xlf"))
+        written = document.render([(s + " %s", None) for s in document.sentences])
+        toolkit_reads_xliff_as_written(source, written)
+        toolkit_finds_nothing_new(source, written, "in.xlf")
+        units = [u for u in toolkit_store(written).units if u.istranslatable() and u.source != "Datei öffnen"]
+        assert [u.target for u in units] == [u.source for u in units] and not any(u.istranslated() for u in units)
+        assert document.notes() == [f"in.xlf: {len(units)} units given their source as target, marked {state}: a "
+                                    "placeholder or tag would not come back from their translation"]
+
+
+def test_the_toolkit_checks_fail_on_a_lost_placeholder():
+    """The checks every written file gets are not vacuous: a target that lost a placeholder or inline code fails
+    them in one line naming the entry and the check."""
+    # $HOME before ${x}: pofilter's variables reads no $NAME after a ${name}, nor a {{ name }} with spaces (mt's
+    # own check, placeholders.kept, reads both)
+    def po_text(msgstr: str) -> bytes:
+        return f'msgid "Remove %s from {{dir}}, $HOME and ${{x}} <b>now</b>"\nmsgstr "{msgstr}"\n'.encode()
+
+    translation = "Entferne %s aus {dir}, $HOME und ${x} <b>jetzt</b>"
+    toolkit_finds_nothing_new(po_text(""), po_text(translation), "out.po")
+    for lost, check in (("%s ", "printf"), ("{dir}", "pythonbraceformat"), ("${x}", "variables"),
+                        ("$HOME", "variables"), ("<b>", "xmltags")):
+        with pytest.raises(AssertionError, match=rf"^out.po: 'Remove .*': pofilter's .*\b{check}\b.* check fails"):
+            toolkit_finds_nothing_new(po_text(""), po_text(translation.replace(lost, "")), "out.po")
+    source = xliff_file(XLIFF_12)
+    for target, fails in (('x <g id="1">y</g> <ph id="2">&lt;br/&gt;</ph>', False),
+                          ('x y <ph id="2">&lt;br/&gt;</ph>', True)):
+        written = source.replace("<target/>", f"<target>{target}</target>").encode()
+        if fails:
+            with pytest.raises(AssertionError, match=r"^out.xlf: '.*4': inline codes \[\('G', '1'\), \("
+                                                     r"'UnknownXML', '2'\)\] in the source, \[\('UnknownXML', '2'\)\]"):
+                toolkit_finds_nothing_new(source.encode(), written, "out.xlf")
+        else:
+            toolkit_finds_nothing_new(source.encode(), written, "out.xlf")
 
 
 def test_placeholders_come_back_where_their_words_went():
@@ -220,7 +395,7 @@ XLIFF_12 = """<?xml version="1.0" encoding="UTF-8"?>
   <file source-language="de" target-language="en" datatype="plaintext" original="app.ts">
     <body>
       <trans-unit id="1">
-        <source>{words[0]} <x id="1"/> {rest} &amp; %s?</source>
+        <source>{words[0]} <x id="1"/> {rest} &amp; %s {{count}} $HOME?</source>
         <note>A note</note>
       </trans-unit>
       <trans-unit id="2">
@@ -244,7 +419,7 @@ XLIFF_20 = """<?xml version="1.0" encoding="UTF-8"?>
   <file id="f1">
     <unit id="1">
       <segment>
-        <source>{words[0]} <ph id="1"/> {rest} <pc id="2">{s[3]}</pc></source>
+        <source>{words[0]} <ph id="1"/> {rest} %1$s ${{x}} {{{{name}}}} <pc id="2">{s[3]}</pc></source>
       </segment>
       <ignorable><source> </source></ignorable>
     </unit>
@@ -265,13 +440,12 @@ def xliff_file(template: str) -> str:
 
 
 def test_xliff_units_get_targets_marked_for_review_and_keep_every_other_byte(model, tmp_path):
-    import xml.etree.ElementTree as ET
-
     for template, marks in ((XLIFF_12, ' state="needs-review-translation" state-qualifier="leveraged-mt"'),
                             (XLIFF_20, ' state="translated" subState="mt:needs-review"')):
         source = xliff_file(template)
         (tmp_path / "in.xlf").write_text(source, encoding="utf-8")
         run_mt("translate", "-c", model, "-i", tmp_path / "in.xlf", "-o", tmp_path / "out.xlf")
+        toolkit_checks(tmp_path / "in.xlf", tmp_path / "out.xlf")
         out = (tmp_path / "out.xlf").read_text(encoding="utf-8")
         ns = {"x": ET.fromstring(out.encode()).tag[1:].split("}")[0]}
         root = ET.fromstring(out.encode())
@@ -298,7 +472,7 @@ def test_xliff_units_get_targets_marked_for_review_and_keep_every_other_byte(mod
 def test_bad_xliff_files_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
         "text.xlf": (b"Hallo Welt\n", "line 1: not well-formed XML (syntax error, column 1)"),
-        "cut.xlf": (xliff_file(XLIFF_12)[:400].encode(), "line 10: not well-formed XML (no element found"),
+        "cut.xlf": (xliff_file(XLIFF_12)[:415].encode(), "line 10: not well-formed XML (no element found"),
         "bomb.xlf": (LAUGHS, "declares a DTD or entities, which an XLIFF file needs not: refused"),
         "html.xlf": (b"<html version='1.2'><p>x</p></html>", "line 1: not XLIFF 1.2 or 2.0 (its root is <html>"),
     }

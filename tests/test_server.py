@@ -460,6 +460,13 @@ def test_api_keys_are_required_and_limited_per_minute(checkpoint, tmp_path):
         assert [running.post("/translate", json={**body, "api_key": "alpha"}).status_code for _ in range(3)] == \
                [200, 200, 429]
         assert running.post("/translate", data={**body, "api_key": "beta"}).status_code == 200
+        others = {"/detect": {"q": "Hallo"}, "/mt/translate": {"lines": ["Hallo"], "source": "de", "target": "en"}}
+        for path, fields in others.items():  # one access check (app.py's _access_checked) guards each endpoint
+            assert running.post(path, json=fields).json() == {"error": "Invalid API key"}, path
+            assert running.post(path, json={**fields, "api_key": "beta"}).status_code == 200, path
+        upload, pair = {"file": ("a.txt", b"Hallo")}, {"source": "de", "target": "en"}
+        assert running.post("/translate_file", data=pair, files=upload).json() == {"error": "Invalid API key"}
+        assert running.post("/translate_file", data={**pair, "api_key": "beta"}, files=upload).status_code == 200
     finally:
         assert running.stop() == 0
 

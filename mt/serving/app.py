@@ -25,7 +25,7 @@ from pathlib import Path
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
@@ -63,14 +63,38 @@ STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decodin
 NATIVE_OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig))  # every decode option, by name
 
 
+# ---------------------------------------------------------------- the access check
+
+
+def _access_checked(read_fields):
+    """LibreTranslate's access check, written once: the endpoint is called as `endpoint(request, fields)` with
+    the fields `read_fields(request)` reads, once they hold an allowed `api_key` (with --api-keys: 403 for a
+    missing or unknown key, 429 over its requests per minute; without it, every request is let in)."""
+    def decorate(endpoint):
+        async def checked(request: Request) -> Response:
+            fields = await read_fields(request)
+            server: Server = request.app.state.server
+            if server.api_keys is not None:
+                server.api_keys.check(fields.get("api_key"))
+            return await endpoint(request, fields)
+        return checked
+    return decorate
+
+
+async def _form_fields(request: Request) -> FormData:
+    """A multipart form's fields, its files among them; Starlette's limits are a 400."""
+    try:
+        return await request.form()
+    except HTTPException as e:
+        raise HttpError(400, f"Invalid request: {e.detail}") from None
+
+
 # ---------------------------------------------------------------- LibreTranslate's API
 
 
-async def translate(request: Request) -> JSONResponse:
+@_access_checked(request_fields)
+async def translate(request: Request, body: dict) -> JSONResponse:
     server: Server = request.app.state.server
-    body = await request_fields(request)
-    if server.api_keys is not None:
-        server.api_keys.check(body.get("api_key"))
     q = body.get("q")
     if q is None or q == "" or q == []:  # as LibreTranslate: an empty q is a missing one
         raise HttpError(400, "Invalid request: missing q parameter")
@@ -146,13 +170,11 @@ def _as_sent(q, detected: dict, alternatives: int) -> dict:
     return answer
 
 
-async def detect_language(request: Request) -> JSONResponse:
+@_access_checked(request_fields)
+async def detect_language(request: Request, body: dict) -> JSONResponse:
     """LibreTranslate's `POST /detect`: `q` -> [{"confidence": 92.0, "language": "de"}, ...], the served source
     languages, most probable first (a list of such lists for a list `q`)."""
     server: Server = request.app.state.server
-    body = await request_fields(request)
-    if server.api_keys is not None:
-        server.api_keys.check(body.get("api_key"))
     q = body.get("q")
     texts = q if isinstance(q, list) else [q]
     if q is None or q == "" or q == [] or not all(isinstance(t, str) for t in texts):
@@ -176,15 +198,10 @@ async def frontend_settings(request: Request) -> JSONResponse:
                                       "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}})
 
 
-async def translate_file(request: Request) -> JSONResponse:
+@_access_checked(_form_fields)
+async def translate_file(request: Request, form: FormData) -> JSONResponse:
     """LibreTranslate's `POST /translate_file`: the document translated in its own format (mt/serving/files.py)."""
     server: Server = request.app.state.server
-    try:
-        form = await request.form()
-    except HTTPException as e:
-        raise HttpError(400, f"Invalid request: {e.detail}") from None
-    if server.api_keys is not None:
-        server.api_keys.check(form.get("api_key"))
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:
         raise HttpError(400, "Invalid request: missing file parameter (a multipart file)")
@@ -324,14 +341,12 @@ def request_decode_options(body: dict, defaults: DecodeConfig) -> DecodeConfig:
     return decode_with(defaults, [], {name: body.get(name) for name in NATIVE_OPTIONS}, "request")
 
 
-async def native_translate(request: Request) -> JSONResponse:
+@_access_checked(request_fields)
+async def native_translate(request: Request, body: dict) -> JSONResponse:
     """`mt translate`'s options as JSON fields: {"source", "target", "lines": [...], "beam_size", "nbest",
     "sampling", "seed", ..., "scores", "prefix", "constraints", "alignment"} -> {"results": [what
     `--output-format json` writes for each line]}."""
     server: Server = request.app.state.server
-    body = await request_fields(request)
-    if server.api_keys is not None:
-        server.api_keys.check(body.get("api_key"))
     lines = body.get("lines")
     if not isinstance(lines, list) or not lines or not all(isinstance(line, str) for line in lines):
         raise HttpError(400, "Invalid request: lines must be a non-empty list of strings")

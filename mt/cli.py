@@ -380,7 +380,7 @@ def serve(
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
     try:
         from mt.serving.limits import HttpSettings
-        from mt.serving.models import Limits, ModelSpec, ServeSettings, load_server
+        from mt.serving.state import Limits, ModelSpec, ServeSettings, load_server
         from mt.serving.app import serve as run
     except ModuleNotFoundError as e:  # the extra mt[serve] (pyproject.toml), or uvicorn's own h11
         missing = (e.name or "").partition(".")[0]

@@ -33,7 +33,7 @@ import sacrebleu
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import ROOT, exported, prepare_lt, start_lt, start_mt  # noqa: E402
 import document_files  # noqa: E402
-from mt.serving.models import DEFAULT_PARALLEL_BATCHES  # noqa: E402
+from mt.serving.state import DEFAULT_PARALLEL_BATCHES  # noqa: E402
 
 DATA = ROOT / "data" / "ddtp-de-en"
 TOKEN = re.compile(r"^[\w.\-/+]+$")

@@ -1,1 +1,1 @@
-"""mt serve: the app, its models, the decode thread, limits, keys, glossary, markup, segments, metrics."""
+"""mt serve: the app, its state, the decode thread, limits, keys, glossary, markup, segments, metrics."""

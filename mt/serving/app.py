@@ -45,8 +45,8 @@ from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
 from mt.documents.messages import Localization, MessageText
 from mt.documents.text import TextDocument
-from mt.serving.files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
-from mt.serving.models import ServedModel, Server, ServeSettings
+from mt.serving.translated_files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
+from mt.serving.state import ServedModel, Server, ServeSettings
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -200,7 +200,8 @@ async def frontend_settings(request: Request) -> JSONResponse:
 
 @_access_checked(_form_fields)
 async def translate_file(request: Request, form: FormData) -> JSONResponse:
-    """LibreTranslate's `POST /translate_file`: the document translated in its own format (mt/serving/files.py)."""
+    """LibreTranslate's `POST /translate_file`: the document translated in its own format, kept for download
+    (mt/serving/translated_files.py)."""
     server: Server = request.app.state.server
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:

@@ -166,7 +166,7 @@ def translate(
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
     from mt.commands.translate_document import check_output_format, document_format, translate_document
     from mt.documents.formats import LOCALIZATION
-    from mt.file_checks import check_input
+    from mt.path_checks import check_input
     from mt.decoding.lines import LineFormat
 
     _check_device(device)
@@ -233,7 +233,7 @@ def evaluate(
     from mt.data.parallel_text import read_lines
     from mt.training.corpus_scores import score_corpus
 
-    from mt.file_checks import check_input
+    from mt.path_checks import check_input
 
     if (hyp is None) == (checkpoint is None):
         raise MtError("give either --hyp FILE, or -c CHECKPOINT with --src FILE")
@@ -297,7 +297,7 @@ def score(
 ):
     """Write each pair's log-probability under the model (teacher forcing), one line per pair, in order."""
     from mt.decoding.scoring import run_score
-    from mt.file_checks import check_input
+    from mt.path_checks import check_input
     from mt.decoding.loading import load_translator
 
     if alpha is not None and not normalize:
@@ -322,7 +322,7 @@ def average(
 ):
     """Average model parameters (mt average A.pt B.pt -o OUT, or mt average --last 5 OUTPUT_DIR -o OUT)."""
     from mt.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
-    from mt.file_checks import check_output
+    from mt.path_checks import check_output
 
     paths = list(checkpoints or [])
     if last is not None:

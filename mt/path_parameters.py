@@ -1,5 +1,5 @@
 """The parameters of a command that name files, declared on each command of mt/cli.py with `files(...)` and
-checked together before it runs (mt/file_checks.py); the expanders turn a parameter's value into the paths it
+checked together before it runs (mt/path_checks.py); the expanders turn a parameter's value into the paths it
 stands for (mt clean's -o PREFIX: two files)."""
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ def option_label(parameter: inspect.Parameter) -> str:
 
 def files(reads=(), writes=(), folders=(), expand: dict | None = None, seeks=()):
     """Declares the parameters of a command that name files, and checks them together before it runs (no output is
-    an input or another output, none is a folder or unwritable, no read in `seeks` is a pipe: mt/file_checks.py).
+    an input or another output, none is a folder or unwritable, no read in `seeks` is a pipe: mt/path_checks.py).
     tests/test_command_files.py reads these declarations, so a command added later is checked without a new
     test."""
     declared = Files(tuple(reads), tuple(writes), tuple(folders), tuple((expand or {}).items()), tuple(seeks))
 
     def declare(command):
         def run(**kwargs):
-            from mt.file_checks import check_files
+            from mt.path_checks import check_files
 
             check_files(*declared.paths(run, kwargs))
             return command(**kwargs)

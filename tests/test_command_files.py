@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 import mt.cli as cli
 from mt.errors import MtError
-from mt.file_checks import check_files
+from mt.path_checks import check_files
 from mt.path_parameters import option_label
 from tests.conftest import DATA, TINY, run_mt, tiny_overrides
 from tests.test_faults import mounted, mt_process, snapshot

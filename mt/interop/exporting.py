@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mt.errors import MtError
-from mt.file_checks import check_input
+from mt.path_checks import check_input
 from mt.interop.argos import DEFAULT_QUANTIZATION, export_argos
 from mt.interop.ctranslate2 import export_ctranslate2
 from mt.interop.huggingface import export_huggingface

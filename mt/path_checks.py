@@ -1,7 +1,7 @@
-"""The files a command reads and writes, checked together before any work (mt/cli.py declares them per command
-with `files(...)`): no output is one of the inputs or another output (after following links), an output is not a
-folder and can be written, a device or FIFO is accepted as it is (mt/files.py writes into it), an input exists,
-and an input that is read by seeking in it is not a pipe.
+"""The paths a command reads and writes, checked together before any work (mt/cli.py declares them per command with
+mt/path_parameters.py's `files(...)`): no output is one of the inputs or another output (after following links), an
+output is not a folder and can be written, a device or FIFO is accepted as it is (mt/files.py writes into it), an
+input exists, and an input that is read by seeking in it is not a pipe.
 Every message is one line naming the option and the path the user gave."""
 
 from __future__ import annotations

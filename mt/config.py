@@ -257,7 +257,8 @@ class LanguagesConfig:
 
     directions: tuple[str, ...] = ()  # source:target codes, e.g. de:en; empty: one direction, languages unnamed
     token: str = "none"  # none | target: a token >>xx<< before each source names the target language (Johnson
-    # et al. 2017; OPUS-MT's multi-target models): the default when data.train has more than one target language |
+    # et al. 2017; OPUS-MT's multi-target models) | both: the same token also starts the target, forced when
+    # decoding: the default when data.train has more than one target language (mt/data/languages.py) |
     # m2m100: the source starts with __xx__ of its language and the output with that of the target (M2M100) |
     # nllb: the same with the code itself as the token, e.g. deu_Latn (NLLB-200)
     codes: tuple[str, ...] = ()  # a many-to-many model's languages (`mt import` of M2M100): any two of them
@@ -297,7 +298,7 @@ _CHOICES = {
     ("train", "precision"): ("fp32", "bf16", "fp16"),
     ("train", "best_metric"): ("bleu", "chrf", "loss"),
     ("clean", "ratio_unit"): ("chars", "words"),
-    ("languages", "token"): ("none", "target", "m2m100", "nllb"),
+    ("languages", "token"): ("none", "target", "both", "m2m100", "nllb"),
 }
 
 
@@ -610,7 +611,7 @@ def trained_languages(cfg: Config, source: str) -> LanguagesConfig:
         raise ConfigError(f"{source}: languages.directions {', '.join(cfg.languages.directions)}: set from "
                           f"data.train's languages ({', '.join(directions)}); leave it out")
     targets = {c.tgt_lang for c in cfg.data.train}
-    token = cfg.languages.token if cfg.languages.token != "none" or len(targets) == 1 else "target"
+    token = cfg.languages.token if cfg.languages.token != "none" or len(targets) == 1 else "both"
     return LanguagesConfig(directions, token)
 
 

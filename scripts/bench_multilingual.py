@@ -1,15 +1,19 @@
 """One multilingual model against four bilingual ones on the shipped DDTP corpora (docs/multilingual.md).
 
     python scripts/bench_multilingual.py [--work runs/bench-multilingual] [--updates 1200] [--heldout 800]
-        [--stages data,train,evaluate,serve] [--serve-seconds 30] [--clients 32]
+        [--stages data,train,curves,evaluate,serve] [--token both] [--eval-every 400] [--dev-lines 200]
+        [--serve-seconds 30] [--clients 32]
 
 data: English sentences that both corpora hold (data/ddtp-de-en, data/ddtp-fr-en) are taken from the end of the
 de-en training file until --heldout of them; every training pair of either corpus whose English side is one of
 them is held out. The held-out pairs are the test sets of de->en, en->de, fr->en and en->fr, and joined through
 their English side, of de->fr and fr->de (evaluation only: no German-French pair is ever trained on).
 train: one model on the four directions (configs/demo.yaml's shape, 4 x --updates updates, a joint vocabulary of
-6,000 for three languages) and four bilingual models of the same shape (--updates each, the demo's 4,000), each
-with `mt train`, timed; every model keeps its shipped dev set per direction.
+6,000 for three languages, languages.token --token) and four bilingual models of the same shape (--updates each,
+the demo's 4,000), each with `mt train`, timed; each model is evaluated on the first --dev-lines pairs of the
+shipped dev set of each of its directions every --eval-every updates of the multilingual model (every quarter of
+that for a bilingual one: at equal pairs per direction).
+curves: each model's dev loss and greedy BLEU per direction at each evaluation, from its metrics.jsonl.
 evaluate: beam 4 (the demo's decode section) on each test set: BLEU (sacrebleu), and the share of outputs that
 mt clean's language identifier (fastText lid.176, choosing among de, en, fr) puts in the requested language; for
 de->fr and fr->de, the multilingual model asked directly (zero-shot) and pivoting through English, and the
@@ -96,41 +100,47 @@ def train_files(work: Path, source: str, target: str) -> tuple[str, str]:
     return f"{base}.{source}", f"{base}.{target}"
 
 
-def dev_files(source: str, target: str) -> tuple[str, str]:
+def dev_files(work: Path, source: str, target: str, lines: int) -> tuple[str, str]:
+    """The first `lines` pairs of the shipped dev set of source->target, written into WORK/data/dev."""
     x = source if target == "en" else target
-    return str(CORPORA[x] / f"dev.{source}"), str(CORPORA[x] / f"dev.{target}")
+    folder = work / "data" / "dev"
+    folder.mkdir(parents=True, exist_ok=True)
+    return tuple(write(folder / f"{source}-{target}.{lang}", read(CORPORA[x] / f"dev.{lang}")[:lines])
+                 for lang in (source, target))
 
 
-def multilingual_config(work: Path, updates: int) -> Path:
+def multilingual_config(work: Path, updates: int, token: str, eval_every: int, dev_lines: int) -> Path:
     cfg = demo()
     cfg["output_dir"] = str(work / "multilingual")
     cfg["data"] = {"max_len": 128,
                    "train": [dict(zip(("src", "tgt"), train_files(work, s, t)), src_lang=s, tgt_lang=t)
                              for s, t in DIRECTIONS],
-                   "dev": [dict(zip(("src", "tgt"), dev_files(s, t)), src_lang=s, tgt_lang=t) for s, t in DIRECTIONS]}
+                   "dev": [dict(zip(("src", "tgt"), dev_files(work, s, t, dev_lines)), src_lang=s, tgt_lang=t)
+                           for s, t in DIRECTIONS]}
     cfg["tokenizer"]["vocab_size"] = 6000
-    cfg["train"].update(max_steps=4 * updates, eval_every=4 * updates, save_every=4 * updates)
+    cfg["languages"] = {"token": token}
+    cfg["train"].update(max_steps=4 * updates, eval_every=eval_every, save_every=4 * updates)
     path = work / "multilingual.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     return path
 
 
-def bilingual_config(work: Path, updates: int, source: str, target: str) -> Path:
+def bilingual_config(work: Path, updates: int, source: str, target: str, eval_every: int, dev_lines: int) -> Path:
     cfg = demo()
     cfg["output_dir"] = str(work / f"{source}-{target}")
-    (src, tgt), (dev_src, dev_tgt) = train_files(work, source, target), dev_files(source, target)
+    (src, tgt), (dev_src, dev_tgt) = train_files(work, source, target), dev_files(work, source, target, dev_lines)
     cfg["data"].update(train_src=src, train_tgt=tgt, dev_src=dev_src, dev_tgt=dev_tgt, src_lang=source,
                        tgt_lang=target)
-    cfg["train"].update(max_steps=updates, eval_every=updates, save_every=updates)
+    cfg["train"].update(max_steps=updates, eval_every=max(eval_every // 4, 1), save_every=updates)
     path = work / f"{source}-{target}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     return path
 
 
-def train(work: Path, updates: int, results: dict) -> None:
+def train(work: Path, updates: int, results: dict, token: str, eval_every: int, dev_lines: int) -> None:
     """Each model trained and timed in turn; results.json gets each one's line as soon as it is trained."""
-    runs = {"multilingual": multilingual_config(work, updates)}
-    runs.update({f"{s}-{t}": bilingual_config(work, updates, s, t) for s, t in DIRECTIONS})
+    runs = {"multilingual": multilingual_config(work, updates, token, eval_every, dev_lines)}
+    runs.update({f"{s}-{t}": bilingual_config(work, updates, s, t, eval_every, dev_lines) for s, t in DIRECTIONS})
     for name, config in runs.items():
         if name in results.get("train", {}) and checkpoint(work, name).is_file():
             print(f"train: {name} trained before ({results['train'][name]['seconds']} s), kept")
@@ -144,6 +154,21 @@ def train(work: Path, updates: int, results: dict) -> None:
         results.setdefault("train", {})[name] = {"seconds": round(seconds, 1), "dev": last}
         print(f"train: {name} {seconds:.0f} s; {last}")
         (work / "results.json").write_text(json.dumps(results, indent=1))
+
+
+def curves(work: Path, results: dict) -> None:
+    """Each trained model's dev loss and greedy BLEU per direction at each evaluation (its metrics.jsonl)."""
+    for name in ["multilingual", *(f"{s}-{t}" for s, t in DIRECTIONS)]:
+        metrics = work / name / "metrics.jsonl"
+        if not metrics.is_file():
+            continue
+        rows = [row for row in map(json.loads, metrics.read_text().splitlines()) if row["split"] == "dev"]
+        results.setdefault("curves", {})[name] = [
+            {"step": row["step"], "loss": row["loss"],
+             **{key.removeprefix("bleu_"): round(value, 2) for key, value in row.items() if key.startswith("bleu")}}
+            for row in rows]
+        for row in results["curves"][name]:
+            print(f"curves: {name} " + " ".join(f"{key} {value}" for key, value in row.items()))
 
 
 # ---------------------------------------------------------------- evaluation
@@ -246,7 +271,11 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench-multilingual")
     parser.add_argument("--updates", type=int, default=1200)
     parser.add_argument("--heldout", type=int, default=800)
-    parser.add_argument("--stages", default="data,train,evaluate,serve")
+    parser.add_argument("--stages", default="data,train,curves,evaluate,serve")
+    parser.add_argument("--token", default="both", choices=["target", "both"],
+                        help="the multilingual model's languages.token")
+    parser.add_argument("--eval-every", type=int, default=400)
+    parser.add_argument("--dev-lines", type=int, default=200)
     parser.add_argument("--serve-seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=32)
     args = parser.parse_args()
@@ -254,7 +283,8 @@ def main() -> None:
     record = args.work / "results.json"
     results = json.loads(record.read_text()) if record.exists() else {}
     steps = {"data": lambda: make_data(args.work, args.heldout),
-             "train": lambda: train(args.work, args.updates, results),
+             "train": lambda: train(args.work, args.updates, results, args.token, args.eval_every, args.dev_lines),
+             "curves": lambda: curves(args.work, results),
              "evaluate": lambda: evaluate(args.work, results),
              "serve": lambda: serve(args.work, results, args.clients, args.serve_seconds)}
     for stage in args.stages.split(","):

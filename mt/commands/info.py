@@ -61,6 +61,8 @@ def describe(path: Path, overrides: list[str]) -> str:
     ]
     known = directions(cfg)
     if known:
-        how = "; a >>xx<< token before the source names the target" if cfg.languages.token == "target" else ""
+        how = {"target": "; a >>xx<< token before the source names the target",
+               "both": "; a >>xx<< token before the source and first in the output names the target"}
+        how = how.get(cfg.languages.token, "")
         lines.append(f"directions: {described(known)}{how}")
     return "\n".join(lines)

@@ -201,8 +201,12 @@ def _directions(cfg: Config) -> list[str]:
     known = directions(cfg)
     if not known:
         return []
-    ask = (" Start each source with its target's token, e.g. `>>" + known[0][1] + "<< text`: MarianTokenizer keeps "
-           "it as one token.") if cfg.languages.token == "target" else ""
+    token = ">>" + known[0][1] + "<<"
+    ask = {"target": f" Start each source with its target's token, e.g. `{token} text`: MarianTokenizer keeps it as "
+                     "one token.",
+           "both": f" Start each source with its target's token, e.g. `{token} text`: MarianTokenizer keeps it as "
+                   f"one token; the output starts with it too: pass `generate(..., forced_bos_token_id=tokenizer."
+                   f"convert_tokens_to_ids(\"{token}\"))` and drop it from the text."}.get(cfg.languages.token, "")
     return [f"Directions: {described(known)}.{ask}", ""]
 
 

@@ -254,7 +254,7 @@ def output_paths(prefix: str, src_path: Path, tgt_path: Path, src_lang: str | No
         raise DataError(f"{src_path}, {tgt_path}: the outputs are named PREFIX plus each input's extension (or, "
                         "for an input without one, its --src-lang or --tgt-lang), so the inputs need two different "
                         "extensions (train.de, train.en)")
-    return Path(prefix + src_ext), Path(prefix + tgt_ext)  # checked against the inputs by mt/file_checks.py
+    return Path(prefix + src_ext), Path(prefix + tgt_ext)  # checked against the inputs by mt/path_checks.py
 
 
 def report_json(report: Report) -> str:

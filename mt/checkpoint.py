@@ -17,7 +17,7 @@ import torch
 
 from mt.config import model_settings
 from mt.errors import CheckpointError
-from mt.files import atomic_write
+from mt.atomic_files import atomic_write
 
 FORMAT = "mt-checkpoint-1"
 

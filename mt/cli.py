@@ -262,7 +262,7 @@ def evaluate(
 
 def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices,
                               languages: tuple[str | None, str | None]) -> list[str]:
-    from mt.files import atomic_write_text
+    from mt.atomic_files import atomic_write_text
     from mt.commands.translate import run_translate
     from mt.decoding.lines import LineFormat
     from mt.decoding.loading import load_translator

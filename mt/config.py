@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from mt.errors import ConfigError
-from mt.files import atomic_write_text
+from mt.atomic_files import atomic_write_text
 
 
 @dataclass(frozen=True)

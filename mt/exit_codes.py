@@ -26,7 +26,7 @@ class OutputClosed(Exception):
 
 class Terminated(BaseException):
     """SIGTERM arrived: raised where the command is, as Ctrl-C's KeyboardInterrupt is, so that what it was
-    writing is removed on the way out (mt/files.py) instead of left half-written."""
+    writing is removed on the way out (mt/atomic_files.py) instead of left half-written."""
 
 
 def run_and_exit(app: typer.Typer) -> None:

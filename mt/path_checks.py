@@ -1,6 +1,6 @@
 """The paths a command reads and writes, checked together before any work (mt/cli.py declares them per command with
 mt/path_parameters.py's `files(...)`): no output is one of the inputs or another output (after following links), an
-output is not a folder and can be written, a device or FIFO is accepted as it is (mt/files.py writes into it), an
+output is not a folder and can be written, a device or FIFO is accepted as it is (mt/atomic_files.py writes into it), an
 input exists, and an input that is read by seeking in it is not a pipe.
 Every message is one line naming the option and the path the user gave."""
 
@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from mt.errors import MtError
-from mt.files import is_special
+from mt.atomic_files import is_special
 
 PathArg = str | Path | None
 
@@ -30,7 +30,7 @@ def check_input(path: PathArg, option: str = "-i") -> None:
 def check_output(path: PathArg, option: str = "-o", inputs=None) -> None:
     """A file to write: fail before any work if it is a folder, one of the command's `inputs` ({option: path}, or
     (option, path) pairs), a file that may not be written, or in a folder that cannot take a new file. A device or
-    a FIFO is written into as it is (mt/files.py)."""
+    a FIFO is written into as it is (mt/atomic_files.py)."""
     if path is None:
         return
     pairs = inputs.items() if isinstance(inputs, dict) else inputs or []

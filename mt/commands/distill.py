@@ -31,7 +31,7 @@ from mt.data.languages import directions
 from mt.data.prepare import STAMP
 from mt.errors import MtError
 from mt.interop.ctranslate2 import export_ctranslate2
-from mt.files import atomic_write_text, read_record
+from mt.atomic_files import atomic_write_text, read_record
 from mt.folder_lock import folder_lock
 from mt.training.corpus_scores import score_corpus
 from mt.decoding.scoring import score_pairs

@@ -26,7 +26,7 @@ from mt.config import Config
 from mt.decoding.lines import translate_lines
 from mt.decoding.protocol import Translator
 from mt.errors import MtError
-from mt.files import atomic_write, atomic_write_text, read_record
+from mt.atomic_files import atomic_write, atomic_write_text, read_record
 from mt.runtime import is_terminal
 from mt.decoding.scoring import count_lines, score_pairs
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from mt.decoding.model_backend import load_model_translator
 from mt.errors import MtError
-from mt.files import atomic_write
+from mt.atomic_files import atomic_write
 from mt.commands.plot_data import attention_maps, mask_tables, positions_table, select_heads, training_curves
 
 FIGSIZE = {  # inches

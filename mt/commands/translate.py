@@ -24,7 +24,7 @@ from mt.decoding.protocol import Translator
 from mt.config import DecodeConfig
 from mt.decoding.lines import LineFormat, LineText, Translation, line_text
 from mt.decoding.long_sentences import translate_whole_lines
-from mt.files import atomic_write
+from mt.atomic_files import atomic_write
 
 
 def _decode_line(raw: bytes, number: int, warn) -> str:

@@ -15,7 +15,7 @@ from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
 from mt.documents.inline_markup import rendered_with_fragments
 from mt.documents.messages import Localization, MessageLines
 from mt.errors import MtError
-from mt.files import atomic_write
+from mt.atomic_files import atomic_write
 
 PLACEHOLDER_LINES = "lines with placeholders"  # `mt translate --placeholders`: each line a message (messages.py)
 

@@ -5,7 +5,7 @@ Memory stays bounded whatever the corpus' size: pairs are read `CHUNK_PAIRS` at 
 the one state that grows is the set of pairs seen (for duplicates), kept as 8-byte hashes in sorted numpy runs
 (`SeenHashes`): 76 MiB for 10 million distinct pairs, and a peak of about 200 MiB while the largest runs merge
 (measured: docs/cleaning.md). The outputs are written beside their paths and renamed when complete
-(mt/files.py): both or neither.
+(mt/atomic_files.py): both or neither.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from mt.data.clean_filters import CHEAP, COSTLY, FILTER_NAMES, Pair, active, first_failed
 from mt.config import CleanConfig
 from mt.errors import DataError
-from mt.files import atomic_outputs
+from mt.atomic_files import atomic_outputs
 from mt.data.language_id import check_language
 from mt.progress import Progress
 from mt.data.eflomal_scores import alignment_scores

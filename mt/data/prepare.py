@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from mt.files import atomic_write_text, read_record
+from mt.atomic_files import atomic_write_text, read_record
 from mt.checkpoint import init_source
 from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity

@@ -23,7 +23,7 @@ from mt.decoding.model_backend import ModelBackend
 from mt.data.batching import pad_sequences, source_batch
 from mt.decoding.protocol import Translator, length_penalty
 from mt.errors import MtError
-from mt.files import atomic_write_text, is_special
+from mt.atomic_files import atomic_write_text, is_special
 from mt.decoding.scheduler import in_static_batches
 from mt.symbols import BOS, EOS, PAD
 

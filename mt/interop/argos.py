@@ -22,7 +22,7 @@ import torch
 from mt.data.language_id import known_languages
 from mt.documents.archives import check_members
 from mt.errors import MtError
-from mt.files import atomic_write, is_special, read_json_object
+from mt.atomic_files import atomic_write, is_special, read_json_object
 from mt.interop.ctranslate2 import export_ctranslate2
 
 DEFAULT_QUANTIZATION = "int8"  # what LibreTranslate's own packages hold

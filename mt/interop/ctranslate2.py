@@ -18,7 +18,7 @@ from mt.config import config_to_dict
 from mt.decoding.ct2_backend import MARKER, import_ctranslate2
 from mt.decoding.ct2_model_bin import INT8_COMPUTE, in_int8_limit, model_bin_bytes, parse_model_bin
 from mt.errors import MtError
-from mt.files import atomic_write_dir
+from mt.atomic_files import atomic_write_dir
 from mt.interop.export_folders import check_replaceable
 from mt.model.transformer import Transformer
 from mt.symbols import EOS, PAD, UNK

@@ -15,7 +15,7 @@ import torch
 
 from mt.decoding.ct2_model_bin import NotModelBin, as_float32, parse_model_bin
 from mt.errors import MtError
-from mt.files import read_json, read_json_object
+from mt.atomic_files import read_json, read_json_object
 
 
 @dataclass

@@ -23,7 +23,7 @@ from mt.config import Config, config_to_dict
 from mt.data.languages import NAMED_BOTH, described, directions
 from mt.errors import MtError
 from mt.interop.export_folders import CARD_SIGN, check_replaceable
-from mt.files import atomic_write_dir
+from mt.atomic_files import atomic_write_dir
 from mt.interop.marian import depths, layer_names
 from mt.model.transformer import Transformer
 from mt.training.run_log import read_metrics

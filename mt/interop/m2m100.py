@@ -29,7 +29,7 @@ from mt.config import Config, DecodeConfig, LanguagesConfig, ModelConfig, Tokeni
 from mt.data.languages import language_piece, m2m100_token
 from mt.data.tokenizer import renumbered
 from mt.errors import MtError, needs
-from mt.files import read_json_object
+from mt.atomic_files import read_json_object
 from mt.interop.marian import bart_sizes, layer_names, load_weights, sentencepiece_type
 from mt.model.transformer import build_model
 from mt.symbols import BOS, EOS, PAD, UNK

@@ -27,7 +27,7 @@ import torch
 from mt.checkpoint import ModelPart, checkpoint_dict, load_tensors, save_checkpoint
 from mt.config import LANGUAGE_CODE, Config, DecodeConfig, LanguagesConfig, ModelConfig, TokenizerConfig, config_to_dict
 from mt.errors import MtError
-from mt.files import read_json_object
+from mt.atomic_files import read_json_object
 from mt.model.transformer import build_model, sinusoidal_positions
 from mt.symbols import BOS, EOS, PAD, UNK
 from mt.data.tokenizer import Tokenizer, renumbered

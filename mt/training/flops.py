@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from mt.config import ModelConfig
-from mt.files import atomic_write_text
+from mt.atomic_files import atomic_write_text
 
 
 def training_flops(cfg: ModelConfig, vocab: int, src_lengths: torch.Tensor, tgt_lengths: torch.Tensor) -> float:

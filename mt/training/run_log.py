@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mt.errors import MtError
-from mt.files import atomic_write_text
+from mt.atomic_files import atomic_write_text
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:

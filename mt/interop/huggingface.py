@@ -20,7 +20,7 @@ import yaml
 
 from mt.decoding.model_backend import load_model_translator
 from mt.config import Config, config_to_dict
-from mt.data.languages import NAMED_BOTH, described, directions
+from mt.data.languages import NAMED_BOTH, TARGET_TOKENS, described, directions
 from mt.errors import MtError
 from mt.interop.export_folders import CARD_SIGN, check_replaceable
 from mt.atomic_files import atomic_write_dir
@@ -201,12 +201,12 @@ def _directions(cfg: Config) -> list[str]:
     known = directions(cfg)
     if not known:
         return []
-    token = ">>" + known[0][1] + "<<"
-    ask = {"target": f" Start each source with its target's token, e.g. `{token} text`: MarianTokenizer keeps it as "
-                     "one token.",
-           "both": f" Start each source with its target's token, e.g. `{token} text`: MarianTokenizer keeps it as "
-                   f"one token; the output starts with it too: pass `generate(..., forced_bos_token_id=tokenizer."
-                   f"convert_tokens_to_ids(\"{token}\"))` and drop it from the text."}.get(cfg.languages.token, "")
+    token, ask = ">>" + known[0][1] + "<<", ""
+    if cfg.languages.token in TARGET_TOKENS:
+        ask = f" Start each source with its target's token, e.g. `{token} text`: MarianTokenizer keeps it as one token"
+        ask += (f"; the output starts with it too: pass `generate(..., forced_bos_token_id=tokenizer."
+                f"convert_tokens_to_ids(\"{token}\"))` and drop it from the text." if cfg.languages.token == "both"
+                else ".")
     return [f"Directions: {described(known)}.{ask}", ""]
 
 

@@ -535,15 +535,28 @@ def test_an_idle_server_hands_the_memory_it_freed_back(server):
     assert resident_mb(server.proc.pid) < peak[0] - 30
 
 
+def wait_until_accepted(running: RunningServer, endpoint: str, count: int) -> None:
+    """Until the server has taken `count` requests to `endpoint` (in progress or answered): a connection still in
+    the listening socket's backlog at SIGTERM is not accepted, and is reset (as gunicorn's and uvicorn's are)."""
+    def taken() -> float:
+        text = running.get("/metrics").text
+        found = re.findall(rf'^mt_requests_(?:in_progress|total)\{{endpoint="{re.escape(endpoint)}"[^}}]*\}} (\S+)',
+                           text, re.M)
+        return sum(float(value) for value in found)
+    deadline = time.monotonic() + 60
+    while taken() < count:
+        assert time.monotonic() < deadline, f"the server took {taken()} of {count} requests in 60 s"
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize("served", ["checkpoint", "exported"])
 def test_sigterm_answers_every_accepted_request_then_exits_0(served, request):
     """Also an export decoding two CTranslate2 calls at once: the calls running at the signal are waited for."""
     dev = dev_lines()
     limits = ("--max-chars", "10000000", "--max-queued-tokens", "10000000", "--shutdown-grace", "600")
-    if served == "checkpoint":  # four times the dev set: on an idle machine one set decoded within the 0.5 s
-        running, lines = RunningServer(request.getfixturevalue(served), *limits), dev * 4
-    else:
-        running, lines = RunningServer(request.getfixturevalue(served), "--parallel-batches", "2", *limits), dev * 4
+    parallel = ("--parallel-batches", "2") if served == "exported" else ()
+    running = RunningServer(request.getfixturevalue(served), *parallel, *limits)
+    lines = dev * 4  # four times the dev set: on an idle machine one set decodes in under 0.5 s
     results: list = []
 
     def ask(i):
@@ -551,7 +564,7 @@ def test_sigterm_answers_every_accepted_request_then_exits_0(served, request):
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(0.5)  # the requests are in
+    wait_until_accepted(running, "/mt/translate", 8)
     running.proc.send_signal(signal.SIGTERM)
     assert len(results) < 8  # some were still decoding
     for t in threads:

@@ -379,7 +379,8 @@ def _route(handler, endpoint: str):
         server: Server = request.app.state.server
         start = time.perf_counter()
         try:
-            response = await handler(request)
+            with server.metrics.in_progress.labels(endpoint).track_inprogress():
+                response = await handler(request)
         except HttpError as e:
             response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
         except ClientDisconnect:  # left before its body was in: counted as 499, nothing to answer

@@ -1,4 +1,5 @@
-"""`mt serve`'s Prometheus metrics (GET /metrics): requests, latency, the queue, rows per step, output."""
+"""`mt serve`'s Prometheus metrics (GET /metrics): requests (answered and in progress), latency, the queue, rows
+per step, output."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ class Metrics(DecodeHooks):
     def __init__(self):
         self.registry = CollectorRegistry()
         self.requests = Counter("mt_requests", "HTTP requests", ["endpoint", "status"], registry=self.registry)
+        self.in_progress = Gauge("mt_requests_in_progress", "HTTP requests being answered", ["endpoint"],
+                                 registry=self.registry)
         self.latency = Histogram("mt_request_seconds", "Request latency", ["endpoint"], registry=self.registry,
                                  buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.queue = Gauge("mt_queued_source_tokens", "Source tokens waiting or decoding", registry=self.registry)

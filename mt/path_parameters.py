@@ -60,7 +60,7 @@ def option_label(parameter: inspect.Parameter) -> str:
 def files(reads=(), writes=(), folders=(), expand: dict | None = None, seeks=()):
     """Declares the parameters of a command that name files, and checks them together before it runs (no output is
     an input or another output, none is a folder or unwritable, no read in `seeks` is a pipe: mt/path_checks.py).
-    tests/test_command_files.py reads these declarations, so a command added later is checked without a new
+    tests/faults/test_command_files.py reads these declarations, so a command added later is checked without a new
     test."""
     declared = Files(tuple(reads), tuple(writes), tuple(folders), tuple((expand or {}).items()), tuple(seeks))
 

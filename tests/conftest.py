@@ -1,27 +1,39 @@
-"""Shared helpers: run the real `mt` command, and a tiny config pointed at the shipped sample data."""
+"""Shared helpers: run the real `mt` command, and a tiny config pointed at the shipped sample data; for the
+tests of several folders, a real `mt serve` (RunningServer), headless chromium (`browser`) and sentencepiece
+models for small Marian models (`spm_models`, tests/marian_models.py)."""
 
 from __future__ import annotations
 
 import atexit
 import fcntl
 import importlib.metadata
+import io
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
+import httpx
 import pytest
+import sentencepiece as spm
 import torch
 from packaging.requirements import Requirement
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
 
 from mt.config import DecodeConfig, ModelConfig
 from mt.decoding.lines import LineIds
 from mt.decoding.protocol import SentenceRequest, max_output_lengths
 from mt.model.transformer import Transformer, build_model
 from mt.symbols import EOS
+from tests.chromium import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
 from tests.mt_process import run_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,3 +240,74 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert "Traceback" not in proc.stderr
     return lines[0]
+
+
+class RunningServer:
+    def __init__(self, checkpoint: Path, *options: str, spec: str | None = None):
+        """`mt serve -m de:en=CHECKPOINT` (or `-m SPEC`) on a free port, once it says it is ready."""
+        env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-m", spec or f"de:en={checkpoint}",
+                                      "--port", "0", *options], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.log: list[str] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            self.log.append(line)
+            if match := re.search(r"ready at (http://\S+)", line):
+                self.url = match.group(1)
+                break
+            if not line and self.proc.poll() is not None:
+                raise AssertionError(f"mt serve ended: {''.join(self.log)}")
+        else:
+            raise AssertionError(f"mt serve not ready: {''.join(self.log)}")
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def post(self, path: str, timeout: float = 120, **kwargs) -> httpx.Response:
+        return httpx.post(self.url + path, timeout=timeout, **kwargs)
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=60)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            self.proc.kill()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    assert not missing, (f"{' and '.join(missing)} missing: install Debian's chromium and chromedriver "
+                         "(apt-get install -y chromium chromium-driver; .ci/run does)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _sentencepiece(lines: list[str], vocab_size: int) -> bytes:
+    """A unigram model with sentencepiece's own ids (<unk> 0, <s> 1, </s> 2), as Marian's are trained."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
+                                   model_type="unigram", character_coverage=1.0, num_threads=1, minloglevel=2)
+    return model.getvalue()
+
+
+@pytest.fixture(scope="module")
+def spm_models() -> dict[str, bytes]:
+    de = (DATA / "sample-2k.de").read_text(encoding="utf-8").splitlines()
+    en = (DATA / "sample-2k.en").read_text(encoding="utf-8").splitlines()
+    return {"de": _sentencepiece(de, 300), "en": _sentencepiece(en, 300), "both": _sentencepiece(de + en, 500)}

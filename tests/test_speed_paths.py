@@ -1,5 +1,5 @@
 """The fast paths keep the slow paths' results: device-side skipping, FLOP counting, the CUDA-count check
-under torchrun and `mt bench train` (vectorised collate and prefetching: tests/test_batching.py)."""
+under torchrun and `mt bench train` (vectorised collate and prefetching: tests/data/test_batching.py)."""
 
 import ctypes
 import json

@@ -4,7 +4,7 @@ summation) in less time; mt/model/transformer.py calls them and reads as the pap
 
 One switch routes every kernel here to plain torch (F.linear, F.relu, F.dropout, F.scaled_dot_product_attention):
 `MT_PLAIN_TORCH=1` in the environment (read at import), or the block `with mt.model.kernels.plain_torch():`.
-tests/test_kernels.py checks that a training step and a decode give the same results both ways.
+tests/model/test_kernels.py checks that a training step and a decode give the same results both ways.
 """
 
 from __future__ import annotations

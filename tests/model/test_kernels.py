@@ -2,7 +2,7 @@
 
 Tolerance: token outputs identical; losses, gradients, logits and scores within 1e-5 (absolute). The kernels
 sum in another order than torch's, so the numbers agree to float32 rounding, not bit for bit. Dropout is off:
-mt's dropout draws its mask from other random numbers than F.dropout's (tests/test_model.py checks its rate).
+mt's dropout draws its mask from other random numbers than F.dropout's (tests/model/test_transformer.py checks its rate).
 """
 
 import os

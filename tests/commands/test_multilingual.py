@@ -20,8 +20,7 @@ from mt.data.languages import temperature_weights
 from mt.data.tokenizer import Tokenizer
 from mt.decoding.model_backend import load_model_translator
 from mt.errors import ConfigError
-from tests.conftest import TINY, one_error_line, read_metrics, run_mt, tiny_overrides
-from tests.test_server import RunningServer
+from tests.conftest import TINY, RunningServer, one_error_line, read_metrics, run_mt, tiny_overrides
 
 WORDS = "apple house river stone cloud green music table window garden paper light night water forest bread".split()
 DIRECTIONS = {  # direction: (training pairs, how its target is made from an English line)

@@ -7,8 +7,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -18,49 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import DATA, ROOT, run_mt
-
-DEV = DATA / "dev.de"
-
-
-class RunningServer:
-    def __init__(self, checkpoint: Path, *options: str, spec: str | None = None):
-        """`mt serve -m de:en=CHECKPOINT` (or `-m SPEC`) on a free port, once it says it is ready."""
-        env = {k: v for k, v in os.environ.items() if k != "MT_DEBUG"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-m", spec or f"de:en={checkpoint}",
-                                      "--port", "0", *options], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        self.log: list[str] = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            self.log.append(line)
-            if match := re.search(r"ready at (http://\S+)", line):
-                self.url = match.group(1)
-                break
-            if not line and self.proc.poll() is not None:
-                raise AssertionError(f"mt serve ended: {''.join(self.log)}")
-        else:
-            raise AssertionError(f"mt serve not ready: {''.join(self.log)}")
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.log.append(line)
-
-    def post(self, path: str, timeout: float = 120, **kwargs) -> httpx.Response:
-        return httpx.post(self.url + path, timeout=timeout, **kwargs)
-
-    def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.url + path, timeout=60)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        finally:
-            self.proc.kill()
+from tests.conftest import DATA, RunningServer, run_mt
+from tests.serving.conftest import dev_lines, resident_mb, single_sentence_lines, translate_offline
 
 
 @pytest.fixture(scope="module")
@@ -73,21 +30,6 @@ def server(checkpoint):
     running = RunningServer(checkpoint, "--max-sentences", "1000", "--max-chars", "100000")
     yield running
     assert running.stop() == 0
-
-
-def translate_offline(checkpoint: Path, lines: list[str], *options: str) -> list[str]:
-    proc = run_mt("translate", "-c", checkpoint, *options, input="".join(line + "\n" for line in lines))
-    return proc.stdout.splitlines()
-
-
-def dev_lines(side: Path = DEV) -> list[str]:
-    """The dev set's non-empty lines (German, or `side`)."""
-    return [line for line in side.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def single_sentence_lines(count: int, side: Path = DEV) -> list[str]:
-    """Dev lines the server keeps whole (no sentence end inside)."""
-    return [line for line in dev_lines(side) if not re.search(r"[.!?…]\s", line)][:count]
 
 
 @pytest.fixture(scope="module")
@@ -508,11 +450,6 @@ def test_a_client_that_disconnects_releases_its_sentences(server):
     else:
         raise AssertionError("the disconnected client's sentences stayed queued")
     assert server.post("/translate", json={"q": "Hallo", "source": "de", "target": "en"}, timeout=10).status_code == 200
-
-
-def resident_mb(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1)) / 1024
 
 
 def test_an_idle_server_hands_the_memory_it_freed_back(server):

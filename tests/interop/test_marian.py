@@ -7,13 +7,11 @@ outputs (CTranslate2's own converter on the same directory)."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
-import sentencepiece as spm
 import torch
-from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+from transformers import MarianTokenizer
 
 from mt.decoding.model_backend import load_model_translator
 from mt.data.batching import pad_sequences
@@ -23,78 +21,10 @@ from mt.interop.marian import import_marian
 from mt.masks import padding_mask
 from mt.symbols import BOS, EOS
 from tests.conftest import DATA, TINY, read_metrics, run_mt, tiny_overrides
+from tests.marian_models import LINES, make_marian
 
-LINES = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:40]
 TARGETS = (DATA / "dev.en").read_text(encoding="utf-8").splitlines()[:40]
 MAX_LEN = 30
-
-
-def _sentencepiece(lines: list[str], vocab_size: int) -> bytes:
-    """A unigram model with sentencepiece's own ids (<unk> 0, <s> 1, </s> 2), as Marian's are trained."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
-                                   model_type="unigram", character_coverage=1.0, num_threads=1, minloglevel=2)
-    return model.getvalue()
-
-
-@pytest.fixture(scope="module")
-def spm_models() -> dict[str, bytes]:
-    de = (DATA / "sample-2k.de").read_text(encoding="utf-8").splitlines()
-    en = (DATA / "sample-2k.en").read_text(encoding="utf-8").splitlines()
-    return {"de": _sentencepiece(de, 300), "en": _sentencepiece(en, 300), "both": _sentencepiece(de + en, 500)}
-
-
-def make_marian(folder, source: bytes, target: bytes, activation: str, seed: int = 0,
-                encoder_layers: int = 2, decoder_layers: int = 2, tags: tuple[str, ...] = (),
-                source_lang: str | None = None) -> MarianMTModel:
-    """A Marian directory as Hugging Face saves one: vocab.json is </s>, <unk>, the target-language `tags`
-    (>>fra<<: a multi-target model), the pieces of both sentencepiece models, then <pad> (as Hugging Face's
-    converter appends it); random weights, an output bias that ends sentences after some ten pieces."""
-    pieces = ["</s>", "<unk>", *tags]
-    for proto in (source, target):
-        sp = spm.SentencePieceProcessor(model_proto=proto)
-        pieces += [p for p in (sp.id_to_piece(i) for i in range(len(sp)))
-                   if not sp.is_control(sp.piece_to_id(p)) and p != "<unk>" and p not in pieces]
-    pieces.append("<pad>")
-    vocab, pad = {p: i for i, p in enumerate(pieces)}, len(pieces) - 1
-    config = MarianConfig(vocab_size=len(pieces), decoder_vocab_size=len(pieces), d_model=32,
-                          encoder_layers=encoder_layers, decoder_layers=decoder_layers, encoder_attention_heads=4,
-                          decoder_attention_heads=4, encoder_ffn_dim=64,
-                          decoder_ffn_dim=64, activation_function=activation, scale_embedding=True,
-                          pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0,
-                          max_position_embeddings=256)
-    torch.manual_seed(seed)
-    model = MarianMTModel(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "embed_positions" in name:
-                continue
-            if "layer_norm" in name:
-                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn_like(p))
-            else:
-                p.normal_(0.0, 0.3 if "shared" in name else 0.15)
-        model.model.shared.weight[pad].zero_()
-        model.final_logits_bias.normal_(0.0, 1.0)
-        model.final_logits_bias[0, 0] += 5.0  # </s>
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    (folder / "source.spm").write_bytes(source)
-    (folder / "target.spm").write_bytes(target)
-    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
-                    **({"source_lang": source_lang} if source_lang else {})).save_pretrained(folder)
-    return model
-
-
-def few_words_model(folder, spm: bytes):
-    """A checkpoint of a small random Marian model (one sentencepiece model), imported, its end-of-sentence bias
-    lowered so that beam search writes a few pieces before ending: outputs to place markup in, in a second."""
-    make_marian(folder / "hf", spm, spm, "swish")
-    run_mt("import", folder / "hf", "-o", folder / "model.pt")
-    checkpoint = torch.load(folder / "model.pt", weights_only=True)
-    checkpoint["model"]["output_bias"][EOS] -= 1.5
-    torch.save(checkpoint, folder / "model.pt")
-    return folder / "model.pt"
 
 
 VARIANTS = [("swish", "shared"), ("relu", "shared"), ("swish", "separate"), ("relu", "separate")]
@@ -227,7 +157,7 @@ def test_mt_export_equals_ctranslate2_own_converter(marian, tmp_path):
 
 def test_mt_serve_translates_an_imported_model_as_mt_translate_does(marian):
     """The imported checkpoint behind a real `mt serve`: its native endpoint gives `mt translate`'s lines."""
-    from tests.test_server import RunningServer
+    from tests.conftest import RunningServer
 
     _, _, _, checkpoint = marian
     lines = LINES[:8]

@@ -3,7 +3,7 @@
 `msgfmt --check`, read back in polib and translate-toolkit, and give translate-toolkit's placeholder checks
 (pofilter's) nothing new, plural entries get the target language's forms, a translation that would lose a
 placeholder is not written, and bad files are one line each with nothing written. The model is
-tests/test_documents.py's small random one."""
+tests/documents/conftest.py's small random one."""
 
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ from translate.misc.multistring import multistring
 from translate.storage import po, xliff, xliff2
 
 from tests.conftest import one_error_line, run_mt
-from tests.test_documents import LAUGHS, SENTENCES, model, plain  # noqa: F401 (a fixture)
-from tests.test_marian import spm_models  # noqa: F401 (a fixture)
+from tests.documents.conftest import LAUGHS, SENTENCES, plain
 
 HEADER = """# German translation of demo.
 # Copyright (C) 2026 the demo authors
@@ -484,7 +483,7 @@ def test_bad_xliff_files_are_one_line_each_and_write_nothing(model, tmp_path):
 
 @pytest.fixture(scope="module")
 def file_server(model):  # noqa: F811
-    from tests.test_server import RunningServer
+    from tests.conftest import RunningServer
 
     running = RunningServer(model)
     yield running

@@ -25,8 +25,7 @@ from mt.config import DecodeConfig, TokenizerConfig
 from mt.interop.huggingface import export_huggingface
 from mt.data.tokenizer import train_tokenizer
 from tests.conftest import DATA, ROOT, requests_of
-from tests.test_hf_export import POSITIONS, make_checkpoint
-from tests.test_web_page import browser  # noqa: F401 (the page test's chromium fixture, used here too)
+from tests.interop.conftest import POSITIONS, make_checkpoint
 
 BROWSER = ROOT / "examples" / "browser"
 LINES = (DATA / "dev.de").read_text(encoding="utf-8").splitlines()[:24]

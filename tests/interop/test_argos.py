@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, TINY, one_error_line, run_mt, tiny_overrides
-from tests.test_marian import LINES, few_words_model, make_marian, spm_models  # noqa: F401 (a fixture)
+from tests.marian_models import LINES, few_words_model, make_marian
 
 sys.path.insert(0, str(ROOT / "scripts"))
 try:
@@ -33,7 +33,7 @@ ONE_SENTENCE = [line for line in LINES if len(re.split(r"(?<=[.!?])\s+", line.st
 @pytest.fixture(scope="module")
 def package(spm_models, tmp_path_factory):  # noqa: F811
     """(an Argos package, a LibreTranslate home where argostranslate installed it) of a small model that writes a
-    few pieces before ending, also with argostranslate's mild length penalty (tests/test_marian.py)."""
+    few pieces before ending, also with argostranslate's mild length penalty (tests/marian_models.py)."""
     folder = tmp_path_factory.mktemp("argos")
     few_words_model(folder, spm_models["both"])
     run_mt("export", "-c", folder / "model.pt", "--format", "argos", "--source-lang", "de", "--target-lang", "en",
@@ -128,7 +128,7 @@ def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm
     """mt imports the converted weights (int8 ones de-quantized) and decodes in float32; CTranslate2 is asked for
     float32 too (compute_type float32 de-quantizes int8 weights at load), so both do the same arithmetic on the same
     weights and must agree. CTranslate2's own int8 products are another arithmetic, which saturates on a CPU
-    without VNNI (mt/decoding/ct2_model_bin.py): those are measured against float32 in test_export."""
+    without VNNI (mt/decoding/ct2_model_bin.py): those are measured against float32 in tests/interop/test_ctranslate2.py."""
     import ctranslate2
     from ctranslate2.converters import TransformersConverter
 
@@ -150,7 +150,7 @@ def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm
     same = sum(ours[i] == theirs[i] for i in ended)
     print(f"{quantization or 'float32'}: mt's beam-4 output equals CTranslate2's on {same} of {len(ended)} lines that "
           f"end before the limit ({len(LINES)} in all)")
-    assert len(ended) >= 0.5 * len(LINES)  # a search that reaches the limit ends differently in each (test_marian)
+    assert len(ended) >= 0.5 * len(LINES)  # a search that reaches the limit ends differently in each (tests/interop/test_marian.py)
     assert same == len(ended)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DATA, TINY, run_mt, small_dev, tiny_overrides
+from tests.conftest import DATA, TINY, run_mt, small_dev, tiny_overrides
 from mt.data import clean_filters as f
 from mt.data.clean import Cleaner, SeenHashes
 from mt.data.clean_filters import Pair
@@ -202,7 +202,7 @@ def test_memory_stays_bounded_on_a_large_corpus(tmp_path):
                 "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
         out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "mt", "clean", "--src", src,
                               "--tgt", tgt, "-o", tmp_path / "out", "--set", "clean.language_id=false"],
-                             capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
+                             capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])
         return float(out.stdout)
 
     small, large = peak_rss_mb(*corpus(20_000, "small")), peak_rss_mb(*corpus(100_000, "large"))
@@ -263,7 +263,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path):
                                          .replace(" über das Haus", " about the house") for r in rows])
     command = (f"ulimit -f 64; exec {sys.executable} -m mt clean --src {src} --tgt {tgt} -o {tmp_path / 'out'} "
                "--set clean.language_id=false")
-    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'out.de'}: File too large", proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.de", "train.en"]

@@ -14,7 +14,7 @@ import torch
 
 from mt.config import load_config
 from tests.conftest import ROOT, TINY, run_mt
-from tests.test_faults import fails_cleanly
+from tests.faults.conftest import fails_cleanly
 
 
 @pytest.fixture(scope="module")

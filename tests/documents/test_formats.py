@@ -1,7 +1,7 @@
 """`mt translate` of documents (mt/documents/): each format read back by its own library with the structure and
 formatting of the input, the text translated sentence by sentence as `mt translate` translates those sentences;
 and every bad input one line with nothing written. The model is a small random one that writes a few pieces
-per sentence (tests/test_marian.py)."""
+per sentence (tests/marian_models.py)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,11 @@ from html.parser import HTMLParser
 
 import docx
 import httpx
-import pytest
 import srt
 import webvtt
 
-from tests.conftest import DATA, one_error_line, run_mt
-from tests.test_marian import few_words_model, spm_models  # noqa: F401 (a fixture)
-
-SENTENCES = [line for line in (DATA / "dev.de").read_text(encoding="utf-8").splitlines()
-             if line.endswith(".") and line.count(".") == 1 and 4 <= len(line.split()) <= 12][:6]
-
-
-@pytest.fixture(scope="module")
-def model(spm_models, tmp_path_factory):  # noqa: F811
-    return few_words_model(tmp_path_factory.mktemp("documents"), spm_models["both"])
-
-
-def plain(model, sentences: list[str]) -> list[str]:
-    """What `mt translate` gives each sentence as a line."""
-    return run_mt("translate", "-c", model, input="\n".join(sentences) + "\n").stdout.splitlines()
+from tests.conftest import one_error_line, run_mt
+from tests.documents.conftest import LAUGHS, SENTENCES, plain
 
 
 def translated_text(model, tmp_path, extension: str, document: str) -> str:
@@ -97,7 +83,7 @@ def test_docx_keeps_paragraphs_runs_tables_and_headers(model, tmp_path):
     assert out.sections[0].header.paragraphs[0].text == expected[0]
     assert [p.style.name for p in out.paragraphs] == [p.style.name for p in doc.paragraphs]
     assert out.paragraphs[0].text == expected[1]
-    assert any(r.bold for r in out.paragraphs[0].runs)  # where it goes: tests/test_inline_markup.py
+    assert any(r.bold for r in out.paragraphs[0].runs)  # where it goes: tests/documents/test_inline_markup.py
     assert out.paragraphs[1].text == expected[2]
     cells = out.tables[0].rows[0].cells
     assert (cells[0].text, cells[1].text) == (expected[3], expected[4])
@@ -190,10 +176,6 @@ def _docx_bytes(**replace: bytes) -> bytes:
     return out.getvalue()
 
 
-LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">'
-          b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;">]><d>&c;</d>')
-
-
 def test_bad_documents_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
         "lies.docx": (b"<html>not a zip</html>", "not a Word document (.docx), which is a zip archive"),
@@ -247,15 +229,6 @@ def test_runs_a_translation_reorders_are_written_in_its_order():
 
 
 # ---------------------------------------------------------------- LibreTranslate's file API through mt serve
-
-
-@pytest.fixture(scope="module")
-def file_server(model):
-    from tests.test_server import RunningServer
-
-    running = RunningServer(model, "--max-file-bytes", str(2 << 20))
-    yield running
-    assert running.stop() == 0
 
 
 def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writes(file_server, model, tmp_path):

@@ -18,8 +18,9 @@ from deep_translator import LibreTranslator
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.test_server import RunningServer, resident_mb, single_sentence_lines, translate_offline
-from tests.test_web_page import browser, page_translation  # noqa: F401 (browser: a fixture)
+from tests.chromium import page_translation
+from tests.conftest import RunningServer
+from tests.serving.conftest import resident_mb, single_sentence_lines, translate_offline
 
 TOKEN = "metrics-s3cret"
 ORIGIN = "https://app.example"
@@ -323,7 +324,7 @@ def test_html_edge_cases_come_back_as_sent(server, offline):
 
 
 def test_detect_and_frontend_settings_answer_as_libretranslate_does(server):
-    """With one pair, /detect lists its source alone. Detection with two pairs: tests/test_server.py."""
+    """With one pair, /detect lists its source alone. Detection with two pairs: tests/serving/test_server.py."""
     detected = server.post("/detect", data={"q": "Das ist ein kleines Haus und wir gehen nach Hause."}).json()
     assert [d["language"] for d in detected] == ["de"] and detected[0]["confidence"] > 90
     assert server.post("/detect", json={}).status_code == 400

@@ -122,7 +122,7 @@ def test_nllb_import_records_its_codes_as_the_language_tokens(nllb, tmp_path):
 def test_an_nllb_model_is_served_under_the_tags_libretranslates_clients_send(nllb):
     """`mt serve` lists deu_Latn as de (BCP 47, langcodes), translates either name as mt translate does, and
     detects the source among them."""
-    from tests.test_server import RunningServer
+    from tests.conftest import RunningServer
 
     *_, checkpoint, _ = nllb
     running = RunningServer(checkpoint, spec=str(checkpoint))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, TINY, run_mt
-from tests.test_faults import fails_cleanly, mounted, mt_process, snapshot
+from tests.faults.conftest import fails_cleanly, mounted, mt_process, snapshot
 
 SOURCE = DATA / "dev.de"
 

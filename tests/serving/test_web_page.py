@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,20 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from tests.chromium import page_translation
 from tests.conftest import DATA, ROOT, run_mt
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1200,900")
 
 
 @pytest.fixture(scope="module")
@@ -60,42 +52,6 @@ def served(trained_tiny):
             assert proc.wait(timeout=60) == 0, "".join(log)
         finally:
             proc.kill()
-
-
-@pytest.fixture
-def browser(tmp_path):
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
-    assert not missing, (f"{' and '.join(missing)} missing: install Debian's chromium and chromedriver "
-                         "(apt-get install -y chromium chromium-driver; .ci/run does)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def page_translation(driver, text: str, glossary: str = "", search: str = "") -> list:
-    """Types `text` (and `glossary`) into the page, chooses the search (its option's value; "": the model's
-    default), clicks Translate and returns the output's lines."""
-    wait = WebDriverWait(driver, 60)
-    wait.until(ec.element_to_be_clickable((By.ID, "translate-button")))
-    Select(driver.find_element(By.ID, "search")).select_by_value(search)
-    source = driver.find_element(By.ID, "source-text")
-    source.clear()
-    source.send_keys(text)
-    if glossary:
-        driver.find_element(By.ID, "glossary").send_keys(glossary)
-    driver.find_element(By.ID, "translate-button").click()
-    try:
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#output .line") or d.find_element(By.ID, "error").text)
-    except TimeoutException:
-        raise AssertionError("no translation on the page within 60 s") from None
-    assert driver.find_element(By.ID, "error").text == ""
-    return driver.find_elements(By.CSS_SELECTOR, "#output .line")
 
 
 def test_page_translates_like_mt_translate_and_shows_alignments(served, browser):

@@ -31,7 +31,7 @@ from mt.errors import MtError
 from mt.path_checks import check_files
 from mt.path_parameters import option_label
 from tests.conftest import DATA, TINY, run_mt, tiny_overrides
-from tests.test_faults import mounted, mt_process, snapshot
+from tests.faults.conftest import mounted, mt_process, snapshot
 
 # Parameters whose names say they hold a path, whatever their type (some are plain strings on the command line).
 PATH_NAMES = {"input", "output", "src", "tgt", "ref", "hyp", "report", "rejected", "api_keys", "model",

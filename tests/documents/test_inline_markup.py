@@ -1,6 +1,6 @@
 """HTML's inline markup put back around the words a whole sentence's translation aligns to
 (mt/documents/inline_markup.py), with translations and alignments given here; through a real server and model:
-tests/test_server.py."""
+tests/serving/test_server.py."""
 
 from __future__ import annotations
 

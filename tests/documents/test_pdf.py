@@ -11,8 +11,7 @@ import pypdf
 import pytest
 
 from tests.conftest import one_error_line, run_mt
-from tests.test_documents import SENTENCES, file_server, model, plain  # noqa: F401 (fixtures)
-from tests.test_marian import spm_models  # noqa: F401 (a fixture)
+from tests.documents.conftest import SENTENCES, plain
 
 
 def _pdf(sentences: list[str]) -> bytes:
@@ -52,7 +51,7 @@ def _checked(source: bytes, translated: bytes, expected: list[str]) -> None:
     assert [(link["from"], link["uri"]) for link in after[0].get_links()] == [
         (link["from"], link["uri"]) for link in before[0].get_links()]
     spans = [s for b in after[0].get_text("dict")["blocks"] for line in b.get("lines", []) for s in line["spans"]]
-    assert any(s["flags"] & 16 and s["text"].strip() for s in spans)  # a bold run: where, tests/test_inline_markup.py
+    assert any(s["flags"] & 16 and s["text"].strip() for s in spans)  # a bold run: where, tests/documents/test_inline_markup.py
     assert all(s["size"] <= 11 for s in spans)
 
 

@@ -1,6 +1,6 @@
 """model.encoder_layers and model.decoder_layers: a 3-encoder, 1-decoder model through every path that builds,
 stores or converts a model (training and exact resume, `mt info`, CTranslate2 export, averaging, ensembles; the
-import of a Marian model of uneven depths is in test_marian.py)."""
+import of a Marian model of uneven depths is in tests/interop/test_marian.py)."""
 
 from __future__ import annotations
 

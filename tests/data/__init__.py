@@ -1,0 +1,1 @@
+"""Tests of mt/data: tokenizer, prepared cache, batching, mixing, cleaning and dataset input."""

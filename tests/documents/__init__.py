@@ -1,0 +1,1 @@
+"""Tests of mt/documents: each document format, inline markup, PDF and localization files."""

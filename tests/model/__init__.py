@@ -1,0 +1,1 @@
+"""Tests of mt/model: the Transformer, its cache, kernels, ensembles and depths."""

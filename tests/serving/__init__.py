@@ -1,0 +1,1 @@
+"""Tests of mt/serving: `mt serve` as a real process, its hostile clients and its web page."""

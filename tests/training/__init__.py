@@ -1,0 +1,1 @@
+"""Tests of mt/training: the training loop, its recipe, moving average and distributed runs."""

@@ -22,7 +22,7 @@ HISTORY = re.compile(
 
 
 def _documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "mt").glob("*.py")),
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "mt").rglob("*.py")),
             *sorted((ROOT / "scripts").glob("*.py"))]
 
 

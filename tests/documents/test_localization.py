@@ -482,7 +482,7 @@ def test_bad_xliff_files_are_one_line_each_and_write_nothing(model, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def file_server(model):  # noqa: F811
+def file_server(model):
     from tests.conftest import RunningServer
 
     running = RunningServer(model)

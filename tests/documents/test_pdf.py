@@ -55,14 +55,14 @@ def _checked(source: bytes, translated: bytes, expected: list[str]) -> None:
     assert all(s["size"] <= 11 for s in spans)
 
 
-def test_pdf_blocks_are_translated_whole_keeping_pages_images_links_and_bold(model, tmp_path):  # noqa: F811
+def test_pdf_blocks_are_translated_whole_keeping_pages_images_links_and_bold(model, tmp_path):
     source = _pdf(SENTENCES)
     (tmp_path / "in.pdf").write_bytes(source)
     run_mt("translate", "-c", model, "-i", tmp_path / "in.pdf", "-o", tmp_path / "out.pdf")
     _checked(source, (tmp_path / "out.pdf").read_bytes(), plain(model, SENTENCES[:2]))
 
 
-def test_translate_file_takes_a_pdf(file_server, model, tmp_path):  # noqa: F811
+def test_translate_file_takes_a_pdf(file_server, model, tmp_path):
     source = _pdf(SENTENCES)
     answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
                               files={"file": ("Bericht.pdf", source)})
@@ -93,7 +93,7 @@ REPAIRED_TO_NONE = b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<
 
 
 @pytest.mark.parametrize("case", ["lies", "encrypted", "truncated", "no pages", "repaired to none"])
-def test_bad_pdfs_are_one_line_each_and_write_nothing(model, tmp_path, case):  # noqa: F811
+def test_bad_pdfs_are_one_line_each_and_write_nothing(model, tmp_path, case):
     if case == "no pages":
         data, message = NO_PAGES, "a PDF without pages (its page tree is empty): nothing to translate"
     elif case == "repaired to none":
@@ -136,7 +136,7 @@ def _table_and_field(sentences: list[str]) -> tuple[bytes, list[list[str]]]:
     return doc.tobytes(), rows
 
 
-def test_table_cells_on_one_line_are_translated_apart_and_form_fields_left_alone(model, tmp_path):  # noqa: F811
+def test_table_cells_on_one_line_are_translated_apart_and_form_fields_left_alone(model, tmp_path):
     source, rows = _table_and_field(SENTENCES)
     (tmp_path / "in.pdf").write_bytes(source)
     run_mt("translate", "-c", model, "-i", tmp_path / "in.pdf", "-o", tmp_path / "out.pdf")

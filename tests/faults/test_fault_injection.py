@@ -4,7 +4,6 @@ the file, key or option, and that every file the user had is still there, unchan
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -372,8 +371,8 @@ def test_constraint_terms_too_long_to_fit_are_warned_about(model):
 
 def test_outputs_are_made_as_open_would_make_them(tmp_path, model):
     mode = 0o666 & ~0o027
-    script = (f"import os, sys, runpy; os.umask(0o027); sys.argv = ['mt'] + sys.argv[1:]; "
-              f"runpy.run_module('mt', run_name='__main__')")
+    script = ("import os, sys, runpy; os.umask(0o027); sys.argv = ['mt'] + sys.argv[1:]; "
+              "runpy.run_module('mt', run_name='__main__')")
     out = tmp_path / "out.txt"
     subprocess.run([sys.executable, "-c", script, "translate", "-c", str(model), "-i", str(DEV_SRC), "-o", str(out),
                     "--beam-size", "1"], check=True, cwd=ROOT, capture_output=True)

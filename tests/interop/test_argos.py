@@ -31,7 +31,7 @@ ONE_SENTENCE = [line for line in LINES if len(re.split(r"(?<=[.!?])\s+", line.st
 
 
 @pytest.fixture(scope="module")
-def package(spm_models, tmp_path_factory):  # noqa: F811
+def package(spm_models, tmp_path_factory):
     """(an Argos package, a LibreTranslate home where argostranslate installed it) of a small model that writes a
     few pieces before ending, also with argostranslate's mild length penalty (tests/marian_models.py)."""
     folder = tmp_path_factory.mktemp("argos")
@@ -123,7 +123,7 @@ def test_an_argos_package_imports_fine_tunes_and_records_its_languages(package, 
 
 @pytest.mark.int8
 @pytest.mark.parametrize("quantization", [None, "int8"])
-def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm_models, tmp_path,  # noqa: F811
+def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm_models, tmp_path,
                                                                               quantization):
     """mt imports the converted weights (int8 ones de-quantized) and decodes in float32; CTranslate2 is asked for
     float32 too (compute_type float32 de-quantizes int8 weights at load), so both do the same arithmetic on the same
@@ -154,7 +154,7 @@ def test_a_marian_model_converted_by_ctranslate2_decodes_as_ctranslate2_does(spm
     assert same == len(ended)
 
 
-def test_a_model_mt_cannot_represent_is_refused_naming_the_option(spm_models, tmp_path):  # noqa: F811
+def test_a_model_mt_cannot_represent_is_refused_naming_the_option(spm_models, tmp_path):
     """A Marian model with GELU activations through CTranslate2's converter."""
     from ctranslate2.converters import TransformersConverter
 

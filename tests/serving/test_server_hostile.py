@@ -265,7 +265,7 @@ def test_sigterm_closes_a_half_sent_request_after_the_grace_period(checkpoint):
         running.proc.kill()
 
 
-def test_the_page_sends_the_api_key_it_keeps(keyed, browser):  # noqa: F811 (the fixture)
+def test_the_page_sends_the_api_key_it_keeps(keyed, browser):
     browser.get(keyed.url + "/")
     line = single_sentence_lines(1)[0]
     page_translation_with_error = WebDriverWait(browser, 60)

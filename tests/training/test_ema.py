@@ -12,7 +12,7 @@ from mt.data.corpus import encode_corpus
 from mt.data.parallel_text import read_parallel
 from mt.training.ema import WeightAverage, effective_decay
 from mt.training.evaluation import dev_loss
-from tests.conftest import DATA, TINY, read_metrics, run_mt, small_dev, tiny_overrides
+from tests.conftest import TINY, read_metrics, run_mt, small_dev, tiny_overrides
 
 
 def test_the_average_moves_by_the_effective_decay():

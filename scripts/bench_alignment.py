@@ -30,7 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_documents  # noqa: E402
 
-from mt.decoding.lines import LineText, translate_lines  # noqa: E402
+from mt.decoding.lines import LineText  # noqa: E402
+from mt.decoding.text_front_end import translate_lines  # noqa: E402
 from mt.decoding.loading import load_translator  # noqa: E402
 from mt.documents.inline_markup import WORD, Element, _Placer  # noqa: E402
 

@@ -6,7 +6,7 @@
 Each model is exported once with `mt export` (float32, a temporary directory). Then, per model and search, these
 rows, each in a fresh process with `--threads` threads:
 - `mt` at each `--mt-batches` value of `decode.batch_tokens` (source tokens per batch), through mt's own code
-  path (load_translator, then mt.decoding.lines.translate_lines over all lines: what `mt translate` does);
+  path (load_translator, then mt.decoding.text_front_end.translate_lines over all lines: what `mt translate` does);
 - `CTranslate2` at each `--ct2-batches` value: `ctranslate2.Translator(dir, intra_threads=T).translate_batch(
   pieces, beam_size=K, length_penalty=0.6, max_batch_size=N, batch_type="tokens", max_decoding_length=M)` on
   sentencepiece pieces, as its documentation shows (N = 0 is its default: everything in one batch), with its
@@ -53,7 +53,7 @@ def run_mt(model: str, beam: int, batch: int, lines: list[str], device: str) -> 
     import torch
 
     from mt.config import DecodeConfig
-    from mt.decoding.lines import translate_lines
+    from mt.decoding.text_front_end import translate_lines
     from mt.decoding.loading import load_translator
 
     tr = load_translator(model, device)

@@ -65,7 +65,7 @@ def main() -> None:
     tune_process(["translate"])  # as `mt translate` runs: before torch loads
     import torch
 
-    from mt.decoding.lines import translate_lines
+    from mt.decoding.text_front_end import translate_lines
     from mt.decoding.loading import load_translator
     from mt.training.corpus_scores import bleu_score
 

@@ -31,7 +31,7 @@ ENGINES = ("mt", "ctranslate2", "onnxruntime")
 
 def run_mt(args, lines):
     from mt.config import DecodeConfig
-    from mt.decoding.lines import translate_lines
+    from mt.decoding.text_front_end import translate_lines
     from mt.decoding.loading import load_translator
 
     tr = load_translator(args.model, "cpu")

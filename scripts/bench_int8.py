@@ -61,7 +61,7 @@ def export_all(checkpoint: Path, folder: Path) -> dict[str, Path]:
 # --- the worker: one process per ISA setting ---------------------------------------------------------------------
 
 def scores_and_outputs(translator, sources: list[str], targets: list[str], beam: int) -> dict:
-    from mt.decoding.lines import translate_lines
+    from mt.decoding.text_front_end import translate_lines
     from mt.decoding.scoring import score_pairs
 
     scores = score_pairs(translator, sources, targets, alpha=0.6, normalize=False)

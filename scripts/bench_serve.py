@@ -334,7 +334,7 @@ ALONE = r'''
 import json, sys, time
 from mt.tuning import tune_process
 tune_process(["translate"])  # what `mt translate` sets before torch is imported
-from mt.decoding.lines import translate_lines
+from mt.decoding.text_front_end import translate_lines
 from mt.documents.text import split_text
 from mt.decoding.loading import load_translator
 model, device, path = sys.argv[1:4]

@@ -3,7 +3,7 @@
     python scripts/profile_decode.py --model CKPT [--lines 50] [--beam-size 4] [--rounds 3]
 
 Each of the first --lines single-sentence dev lines (data/ddtp-de-en/dev.de) is translated alone, in-process,
-as a one-sentence request of `mt serve` is (mt.decoding.lines.translate_lines on that line), --rounds times
+as a one-sentence request of `mt serve` is (mt.decoding.text_front_end.translate_lines on that line), --rounds times
 after one warm-up pass. Timers wrap the model's encoder, its decoder step (`Transformer.decode_step`, the
 projection to the vocabulary included) and the tokenizers' encode and decode; the rest of the time is the
 search's bookkeeping (top-k, the cache's reordering, finished hypotheses) and Python around it. Prints, per
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from mt.decoding.lines import translate_lines
+from mt.decoding.text_front_end import translate_lines
 from mt.decoding.loading import load_translator
 from mt.model.transformer import Transformer
 

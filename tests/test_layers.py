@@ -149,3 +149,12 @@ def test_the_readme_layout_names_every_flat_module():
     block = block[:block.index("```")]
     named = {word[:-3] for word in block.split() if word.endswith(".py")}
     assert named == {module for module in _modules() if "." not in module} - {"__init__"}
+
+
+def test_documents_is_a_leaf_over_the_base():
+    """The document formats read and write files and nothing else: they import their own package and the base
+    only, so that every caller (mt translate, mt serve) hands them translations, never the other way round."""
+    graph = _graph()
+    above = {(module, imported) for module, imports in graph.items() if package_of(module) == "documents"
+             for imported, _ in imports if package_of(imported) not in ("documents", "base")}
+    assert not above, sorted(above)

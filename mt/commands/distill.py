@@ -24,7 +24,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint, step_checkpoints
 from mt.config import Config, CorpusConfig
-from mt.decoding.lines import translate_lines
+from mt.decoding.text_front_end import translate_lines
 from mt.commands.distill_corpus import (MADE_BY, claim, filter_pairs, made_by, recorded_state,
                                         score_translations, translate_corpus)
 from mt.data.languages import directions

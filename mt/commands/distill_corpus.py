@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from mt.config import Config
-from mt.decoding.lines import translate_lines
+from mt.decoding.text_front_end import translate_lines
 from mt.decoding.protocol import Translator
 from mt.errors import MtError
 from mt.atomic_files import atomic_write, atomic_write_text, read_record

@@ -23,7 +23,7 @@ import torch
 from mt.decoding.protocol import Translator
 from mt.config import DecodeConfig
 from mt.decoding.lines import LineFormat, LineText, Translation, line_text
-from mt.decoding.long_sentences import translate_whole_lines
+from mt.decoding.text_front_end import translate_whole_lines
 from mt.atomic_files import atomic_write
 
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from mt.config import DecodeConfig
-from mt.decoding.lines import LineText, translate_lines
-from mt.decoding.long_sentences import translate_whole_lines
+from mt.decoding.lines import LineText
+from mt.decoding.text_front_end import translate_lines, translate_whole_lines
 from mt.decoding.protocol import Translator
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
 from mt.documents.inline_markup import rendered_with_fragments
@@ -56,7 +56,8 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
     def alone(words: list[str]) -> list[str]:  # the words of lost inline elements, each translated alone
         return [per[0].text for per in translate_lines(tr, [LineText(w, i) for i, w in enumerate(words)], opts)]
 
-    translated = rendered_with_fragments(lambda: document.render([(per[0].text, per[0].alignment) for per in found]),
+    translated = rendered_with_fragments(lambda fragments: document.render(
+        [(per[0].text, per[0].alignment) for per in found], fragments),
                                          alone)
     if output is None:
         sys.stdout.buffer.write(translated)

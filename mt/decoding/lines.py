@@ -140,16 +140,6 @@ def translate_ids(backend: Backend, lines: list[LineIds], opts: DecodeConfig, *,
     return batch.hypotheses(found, backend if attention else None)
 
 
-def translate_lines(tr: Translator, lines: list[str | LineText], opts: DecodeConfig, *, nbest: int = 1,
-                    on_truncate=None, alignment: bool = False) -> list[list[Translation]]:
-    """Detokenized hypotheses per input line (a plain string is line number its index), each starting with its
-    target prefix, containing its terms, with its word alignment when `alignment`; see `translate_ids`."""
-    texts = [line if isinstance(line, LineText) else LineText(line, i) for i, line in enumerate(lines)]
-    encoded = encode_lines(tr, texts)
-    hyps = translate_ids(tr.backend, encoded, opts, nbest=nbest, on_truncate=on_truncate, attention=alignment)
-    return translations(tr, [line.source for line in encoded], hyps, alignment)
-
-
 def encode_lines(tr: Translator, texts: list[LineText]) -> list[LineIds]:
     """Lines as token ids: sources with the source tokenizer (after the translator's source prefix, a multilingual
     model's target token), prefixes and terms with the target one."""

@@ -4,8 +4,8 @@ translate and joined back.
 A sentence over the limit is cut in two at the best boundary nearest its middle: after clause punctuation
 (, ; : and their CJK forms, dashes) followed by whitespace, else at whitespace, else (a script without spaces)
 between two characters; each half over the limit is cut again. The pieces' translations are joined with a
-space, in order: nothing a user sent is dropped. `mt translate` (lines and documents) goes through
-`translate_whole_lines`; `mt serve` composes the same steps with its own waiting (mt/serving/app.py).
+space, in order: nothing a user sent is dropped. The text front end (mt/decoding/text_front_end.py) applies it
+for every caller.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from mt.config import DecodeConfig
-from mt.decoding.lines import LineIds, LineText, Translation, encode_lines, translate_ids, translations
+from mt.decoding.lines import LineIds, LineText, Translation, encode_lines
 from mt.decoding.protocol import Translator
 
 CLAUSE_END = re.compile(r"(?<=[,;:，、；：–—])\s+|\s+(?=[–—]\s)")
@@ -48,16 +47,17 @@ def trained_length(tr: Translator) -> int:
     return min(tr.cfg.data.max_len, positions)
 
 
-def fit_to_model(tr: Translator, lines: list[LineText]) -> tuple[list[LineText], list[int], list[LineIds]]:
-    """`split_lines` for what the model learned (`trained_length`): the pieces, the line of each, and the pieces
-    encoded."""
+def fit_to_model(tr: Translator, lines: list[LineText]
+                 ) -> tuple[list[LineText], list[int], list[LineIds], list[int]]:
+    """`split_lines` for what the model learned (`trained_length`): the pieces, the line of each, the pieces
+    encoded, and each line's source tokens."""
     encoded = encode_lines(tr, lines)
+    lengths = [len(e.source) for e in encoded]
     room = trained_length(tr)
-    if all(len(e.source) <= room for e in encoded):
-        return lines, list(range(len(lines))), encoded
-    pieces, owners = split_lines(lines, [len(e.source) for e in encoded], room,
-                                 lambda text: len(tr.encode_sources([text])[0]))
-    return pieces, owners, encode_lines(tr, pieces)
+    if all(length <= room for length in lengths):
+        return lines, list(range(len(lines))), encoded, lengths
+    pieces, owners = split_lines(lines, lengths, room, lambda text: len(tr.encode_sources([text])[0]))
+    return pieces, owners, encode_lines(tr, pieces), lengths
 
 
 def split_lines(lines: list[LineText], lengths: list[int], max_tokens: int,
@@ -107,20 +107,3 @@ def _join(parts: list[Translation], sources: list[str]) -> Translation:
             target_words += len(t.text.split())
         alignment = " ".join(links)
     return Translation(text, sum(t.score for t in parts), alignment)
-
-
-def translate_whole_lines(tr: Translator, lines: list[LineText], opts: DecodeConfig, *, nbest: int = 1,
-                          on_truncate=None, on_split=None, alignment: bool = False) -> list[list[Translation]]:
-    """`translate_lines` with every line longer than the model learned translated in pieces and joined, so one
-    line gives one translation of all of it; `on_split(index, tokens, room, pieces)` hears of each such line, and
-    `on_truncate` (a prefix or terms that do not fit) is told the line's index, not the piece's."""
-    pieces, owners, encoded = fit_to_model(tr, lines)
-    report = None if on_truncate is None else lambda i, *rest: on_truncate(owners[i], *rest)
-    hyps = translate_ids(tr.backend, encoded, opts, nbest=nbest, on_truncate=report, attention=alignment)
-    found = translations(tr, [e.source for e in encoded], hyps, alignment)
-    joined, counts = joined_translations(found, owners, [p.source for p in pieces])
-    if on_split is not None:
-        for i, count in enumerate(counts):
-            if count > 1:
-                on_split(i, len(tr.encode_sources([lines[i].source])[0]), trained_length(tr), count)
-    return joined

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mt.documents.epub import EpubDocument
-from mt.documents.inline_markup import HtmlDocument
+from mt.documents.html import HtmlDocument
 from mt.documents.markdown import MarkdownDocument
 from mt.documents.messages import Localization
 from mt.documents.office import DocxDocument, PptxDocument
@@ -52,5 +52,5 @@ class _Encoded:
     def __init__(self, document):
         self.document, self.sentences = document, document.sentences
 
-    def render(self, translations) -> bytes:
-        return self.document.render(translations).encode("utf-8")
+    def render(self, translations, fragments=None) -> bytes:
+        return self.document.render(translations, fragments).encode("utf-8")

@@ -1,4 +1,5 @@
-"""An HTML document translated a whole sentence at a time, its inline markup put back by word alignment.
+"""Text with inline markup (an HTML unit: mt/documents/html.py; a Markdown, docx or PDF paragraph; a message's
+placeholders) translated a whole sentence at a time, its inline markup put back by word alignment.
 
 Block elements (p, div, li, td, h1, ...), line breaks (br), comments outside text and what is never translated
 stay where they are. Each run of text between them, with the inline elements inside it (b, i, em, strong, a,
@@ -42,11 +43,10 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from mt.documents.html_events import Event, html_events
+from mt.documents.html_events import Event
 from mt.documents.text import split_text
 
 # Elements that start and end a unit; everything else (b, i, a, span, unknown tags, ...) is inline.
@@ -78,29 +78,28 @@ AROUND = "([{\"'«“" + TRAILING  # punctuation a target word may carry around 
 class Fragments:
     """A document rendered twice: first to find the words of lost one-word elements to ask for alone (`find`),
     then for good with what the model writes for each alone (`rendered`). A caller translates between the two,
-    as it can: `rendered_with_fragments` in one call, a server awaiting its decoder."""
+    as it can: `rendered_with_fragments` in one call, a server awaiting its decoder. Each render is given this
+    object (`render(fragments)`), which every element placed meanwhile consults."""
 
     def __init__(self):
         self.asked: dict[str, None] = {}  # in the order asked
         self.given: dict[str, str] | None = None
 
-    def find(self, render: Callable[[], object]) -> list[str]:
+    @property
+    def asking(self) -> bool:
+        """Whether this render only finds the words to ask for (its output is thrown away; a document that writes
+        into itself must not)."""
+        return self.given is None
+
+    def find(self, render: Callable[[Fragments], object]) -> list[str]:
         """The words render() asks for alone (its output is thrown away)."""
-        self._render(render)
+        render(self)
         return list(self.asked)
 
-    def rendered(self, render: Callable[[], object], translations: list[str]):
+    def rendered(self, render: Callable[[Fragments], object], translations: list[str]):
         """render() for good, given the translations alone of the words `find` returned, in its order."""
         self.given = dict(zip(self.asked, translations))
-        return self._render(render)
-
-    def _render(self, render: Callable[[], object]):
-        """render() with this object consulted by every element placed meanwhile (in this thread)."""
-        token = _FRAGMENTS.set(self)
-        try:
-            return render()
-        finally:
-            _FRAGMENTS.reset(token)
+        return render(self)
 
     def copied(self, word: str) -> bool:
         """Whether the model writes `word` unchanged when asked for it alone; False (and `word` asked for) before
@@ -111,19 +110,9 @@ class Fragments:
         return self.given.get(word, "").strip(AROUND) == word
 
 
-_FRAGMENTS: ContextVar[Fragments | None] = ContextVar("fragments", default=None)
-
-
-def asking_for_fragments() -> bool:
-    """Whether this render only finds the words to ask for (its output is thrown away; a document that writes
-    into itself must not)."""
-    fragments = _FRAGMENTS.get()
-    return fragments is not None and fragments.given is None
-
-
-def rendered_with_fragments(render: Callable[[], object], translate: Callable[[list[str]], list[str]]):
-    """render() once to find the words to ask for alone (its output thrown away), then, once `translate` has
-    translated them, for good."""
+def rendered_with_fragments(render: Callable[[Fragments], object], translate: Callable[[list[str]], list[str]]):
+    """render(fragments) once to find the words to ask for alone (its output thrown away), then, once `translate`
+    has translated them, for good."""
     fragments = Fragments()
     words = fragments.find(render)
     return fragments.rendered(render, translate(words) if words else [])
@@ -200,68 +189,6 @@ class Unit:
     tags: list[Tag] = field(default_factory=list)
 
 
-class HtmlDocument:
-    """`sentences` to translate; `render` puts the document back together from their translations (text and
-    Moses-format word alignment each)."""
-
-    def __init__(self, document: str, markup: Markup = HTML):
-        self.parts = _units(html_events(document), markup)
-        self.sentences = [text for part in self.parts if isinstance(part, Unit)
-                          for text, _, _ in sentence_spans(part.text)]
-
-    def render(self, translations: list[tuple[str, str | None]]) -> str:
-        given = iter(translations)
-        return "".join(part if isinstance(part, str) else render_unit(part, given) for part in self.parts)
-
-
-def _units(events: list[Event], markup: Markup) -> list[str | Unit]:
-    """Markup kept as sent (str) and units, in document order."""
-    parts: list[str | Unit] = []
-    unit, at = Unit(), 0
-    while at < len(events):
-        event = events[at]
-        if event.kind == "text":
-            unit.text += html.unescape(event.raw)
-        elif event.kind == "markup" and event.role == "open" and event.name in markup.hidden:
-            end = _kept_end(events, at)
-            unit.tags.append(Tag(len(unit.text), "".join(e.raw for e in events[at:end]), "void", event.name))
-            at = end
-            continue
-        elif event.kind == "markup" and event.name and markup.ends_unit(event.name):
-            end = _kept_end(events, at) if event.role == "open" and markup.keeps(event) else at + 1
-            parts += [unit, "".join(e.raw for e in events[at:end])]
-            unit, at = Unit(), end
-            continue
-        elif event.role == "open" and event.name not in markup.void and markup.keeps(event):
-            end = _kept_end(events, at)
-            inner = events[at + 1:end - 1] if end - 1 > at and events[end - 1].role == "close" else events[at + 1:end]
-            unit.tags.append(Tag(len(unit.text), event.raw, "open", event.name, "".join(e.raw for e in inner)))
-            unit.text += "".join(html.unescape(e.raw) for e in inner if e.kind == "text")
-            if end - 1 > at and events[end - 1].role == "close":
-                unit.tags.append(Tag(len(unit.text), events[end - 1].raw, "close", event.name))
-            at = end
-            continue
-        else:
-            role = "void" if event.name in markup.void else event.role
-            empty = "source" if role == "open" and event.name in markup.links else "tags"
-            unit.tags.append(Tag(len(unit.text), event.raw, role, event.name, when_empty=empty))
-            unit.text += " " if event.name in markup.spaces else ""
-        at += 1
-    parts.append(unit)
-    return [p for p in parts if p != Unit() and p != ""]
-
-
-def _kept_end(events: list[Event], at: int) -> int:
-    """The index after the close tag that ends the element opened at `at` (same name, nesting counted)."""
-    name, depth = events[at].name, 0
-    for i in range(at, len(events)):
-        if events[i].name == name and events[i].role in ("open", "close"):
-            depth += 1 if events[i].role == "open" else -1
-            if depth == 0:
-                return i + 1
-    return len(events)
-
-
 def sentence_spans(text: str) -> list[tuple[str, int, int]]:
     """(sentence, start, end) of each sentence to translate in a unit's text."""
     found, at = [], 0
@@ -276,9 +203,9 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def render_unit(unit: Unit, given, escape=_escape) -> str:
+def render_unit(unit: Unit, given, escape=_escape, fragments: Fragments | None = None) -> str:
     """The unit with its sentences' translations (the next ones of `given`, (text, alignment) each) and its tags
-    placed; the text through `escape`."""
+    placed; the text through `escape`; `fragments`: the words of lost elements asked for alone (`Fragments`)."""
     sentences = sentence_spans(unit.text)
     inside, outside = _assign(unit.tags, sentences)
     out, at, tag = [], 0, 0
@@ -286,7 +213,7 @@ def render_unit(unit: Unit, given, escape=_escape) -> str:
         text, alignment = next(given)
         out.append(_text_with_tags(unit.text, at, start, outside, tag, escape))
         tag += sum(1 for t in outside[tag:] if t.at <= start)
-        out.append(_render_sentence(sentence, start, inside[k], text, alignment, escape))
+        out.append(_render_sentence(sentence, start, inside[k], text, alignment, escape, fragments))
         at = end
     out.append(_text_with_tags(unit.text, at, len(unit.text), outside, tag, escape))
     return "".join(out)
@@ -363,11 +290,11 @@ def _element(opened: Tag, closed: Tag | None, start: int) -> Element:
 
 
 def _render_sentence(source: str, start: int, elements: list[Element], text: str, alignment: str | None,
-                     escape) -> str:
+                     escape, fragments: Fragments | None = None) -> str:
     links = [tuple(map(int, link.split("-"))) for link in (alignment or "").split()]
     src_words = [m.span() for m in WORD.finditer(source)]
     tgt_words = [m.span() for m in WORD.finditer(text)]
-    placer = _Placer(source, src_words, text, tgt_words, links, escape)
+    placer = _Placer(source, src_words, text, tgt_words, links, escape, fragments)
     placer.place(elements, 0, len(text))
     return _render(text, 0, len(text), elements, escape)
 
@@ -407,9 +334,9 @@ def _has_word(text: str) -> bool:
 class _Placer:
     """Target spans for the elements of one sentence (see the module's docstring)."""
 
-    def __init__(self, source, src_words, text, tgt_words, links, escape):
+    def __init__(self, source, src_words, text, tgt_words, links, escape, fragments: Fragments | None = None):
         self.source, self.src_words, self.text, self.tgt_words = source, src_words, text, tgt_words
-        self.escape = escape
+        self.escape, self.fragments = escape, fragments
         self.aligned: dict[int, list[int]] = {}
         for i, j in links:
             if i < len(src_words) and j < len(tgt_words):
@@ -488,9 +415,8 @@ class _Placer:
             if copy is not None:
                 e.written = own
                 return self._trimmed(*self.tgt_words[copy], own)
-        fragments = _FRAGMENTS.get()
         name = own != own.lower() or not own.isalpha()  # a lower-case word alone is no name: not asked for
-        if not written_as_is(own) and not (fragments is not None and name and fragments.copied(own)):
+        if not written_as_is(own) and not (self.fragments is not None and name and self.fragments.copied(own)):
             return None
         if self._marker(e, own, words):
             return self._beside(e, own)

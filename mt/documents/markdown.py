@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from mt.documents.html_events import html_events
-from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
+from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit, sentence_spans
 from mt.errors import needs
 
 SPECIAL = re.compile(r"([\\`*_\[\]<>])")
@@ -51,12 +51,12 @@ class MarkdownDocument:
         self.sentences = [s for block in self.blocks for cell in block.cells for part in cell
                           if isinstance(part, Unit) for s, _, _ in sentence_spans(part.text)]
 
-    def render(self, translations: list[tuple[str, str | None]]) -> str:
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> str:
         given, out, at = iter(translations), [], 0
         for block in self.blocks:
             out += self.lines[at:block.first]
             escape = _cell_escape if block.row else _escape
-            cells = ["".join(p if isinstance(p, str) else render_unit(p, given, escape) for p in cell)
+            cells = ["".join(p if isinstance(p, str) else render_unit(p, given, escape, fragments) for p in cell)
                      for cell in block.cells]
             out.append(block.prefix + (" | ".join(cells) if block.row else cells[0]) + block.suffix)
             at = block.end

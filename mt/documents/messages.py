@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mt.documents.inline_markup import sentence_spans
+from mt.documents.inline_markup import Fragments, sentence_spans
 from mt.documents.placeholders import Protected, kept, protected
 from mt.errors import MtError
 
@@ -43,14 +43,14 @@ class Candidate:
     def sentences(self) -> list[str]:
         return [s for s, _, _ in sentence_spans(self.text.unit.text)]
 
-    def translated(self, given, escape=str) -> str | None:
+    def translated(self, given, escape=str, fragments: Fragments | None = None) -> str | None:
         """The translation from the next of `given` ((text, alignment) per sentence), its text through `escape`
         (XML's); None if a placeholder does not come back exactly once."""
         sentences = [next(given) for _ in self.sentences]
-        text = self._numbered(self.text.rendered(iter(sentences)))
+        text = self._numbered(self.text.rendered(iter(sentences), fragments=fragments))
         if text is None or not kept(self.source, text):
             return None
-        return text if escape is str else self._numbered(self.text.rendered(iter(sentences), escape))
+        return text if escape is str else self._numbered(self.text.rendered(iter(sentences), escape, fragments))
 
     def _numbered(self, text: str) -> str | None:
         """`text` with the number turned back into its placeholder; None if it is not there exactly once."""
@@ -92,10 +92,11 @@ class Messages:
     def sentences(self) -> list[str]:
         return [s for message in self.candidates for c in message for s in c.sentences]
 
-    def translated(self, translations: list[tuple[str, str | None]], escape=str) -> list[str | None]:
+    def translated(self, translations: list[tuple[str, str | None]], escape=str,
+                   fragments: Fragments | None = None) -> list[str | None]:
         given, out = iter(translations), []
         for message in self.candidates:
-            found = [c.translated(given, escape) for c in message]  # each candidate takes its own sentences
+            found = [c.translated(given, escape, fragments) for c in message]  # each candidate takes its own sentences
             out.append(next((t for t in found if t is not None), None))
         return out
 
@@ -109,8 +110,8 @@ class MessageText:
         self.messages.add([plain(text)])
         self.sentences = self.messages.sentences
 
-    def render(self, translations: list[tuple[str, str | None]]) -> str:
-        found = self.messages.translated(translations)[0]
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> str:
+        found = self.messages.translated(translations, fragments=fragments)[0]
         self.kept = found is not None
         return self.text if found is None else found
 
@@ -132,8 +133,8 @@ class MessageLines:
         self.sentences = self.messages.sentences
         self.refused = 0
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
-        found = self.messages.translated(translations)
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
+        found = self.messages.translated(translations, fragments=fragments)
         self.refused = sum(1 for t, line in zip(found, self.lines) if t is None)
         return "\n".join(line if t is None else t + line[len(line.rstrip("\r")):]
                          for t, line in zip(found, self.lines)).encode("utf-8")

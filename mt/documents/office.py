@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.archives import check_members, refuse_dtd
-from mt.documents.inline_markup import asking_for_fragments
+from mt.documents.inline_markup import Fragments
 from mt.documents.runs import RunsParagraph
 from mt.errors import MtError, needs
 
@@ -55,12 +55,12 @@ class _OfficeDocument:
                             for runs in self.pieces]
         self.sentences = [s for t in self.translators for s in t.sentences]
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
         """The translated file; the document itself is written to, so only once: while the words of lost inline
         elements are being asked for (mt/documents/inline_markup.py `Fragments`) nothing is written."""
         given = iter(translations)
-        placed = [translator.render(given) for translator in self.translators]
-        if asking_for_fragments():
+        placed = [translator.render(given, fragments) for translator in self.translators]
+        if fragments is not None and fragments.asking:
             return b""
         for runs, segments in zip(self.pieces, placed):
             _write(runs, segments, self.dialect)

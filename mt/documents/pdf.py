@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mt.documents.inline_markup import asking_for_fragments
+from mt.documents.inline_markup import Fragments
 from mt.documents.runs import RunsParagraph
 from mt.errors import MtError, needs
 
@@ -132,10 +132,10 @@ class PdfDocument:
         self.translators = [RunsParagraph(block.texts) for block in self.blocks]
         self.sentences = [s for t in self.translators for s in t.sentences]
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
         given = iter(translations)
-        placed = [translator.render(given) for translator in self.translators]
-        if asking_for_fragments():  # only the words of lost runs are wanted (mt/documents/inline_markup.py)
+        placed = [translator.render(given, fragments) for translator in self.translators]
+        if fragments is not None and fragments.asking:  # only the words of lost runs are wanted
             return b""
         pymupdf = self.pymupdf
         with _opened(pymupdf, self.data, self.name) as doc:

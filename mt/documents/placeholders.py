@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from mt.documents.inline_markup import Tag, Unit, render_unit
+from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit
 
 PLACEHOLDER = re.compile(
     r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
@@ -51,10 +51,10 @@ class Protected:
     unit: Unit
     lone: list[tuple[str, bool, bool]]
 
-    def rendered(self, given, escape=str) -> str:
+    def rendered(self, given, escape=str, fragments: Fragments | None = None) -> str:
         """The message with its sentences' translations (the next ones of `given`, (text, alignment) each, passed
         through `escape`) and its placeholders put back."""
-        text = render_unit(self.unit, given, escape=escape)
+        text = render_unit(self.unit, given, escape, fragments)
         out = ""
         for i, c in enumerate(text):
             if not FIRST <= ord(c) < FIRST + len(self.lone):

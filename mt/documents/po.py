@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, numbered, plain
 from mt.documents.plurals import for_language, parsed
 from mt.errors import MtError, needs
@@ -92,8 +93,8 @@ class PoDocument:
             fill.messages.append(self.messages.add([first, plain(source)]))
         return fill
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
-        translated = self.messages.translated(translations)
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
+        translated = self.messages.translated(translations, fragments=fragments)
         edits = []  # (block, its new lines)
         self.refused = 0
         for fill in self.fills:

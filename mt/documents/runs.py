@@ -10,7 +10,7 @@ translation splits what it held: the writer copies its formatting for each segme
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
+from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit, sentence_spans
 
 OPEN, CLOSE = "\ue000", "\ue001"  # private-use characters marking a run's segment in the rendered text
 
@@ -31,9 +31,9 @@ class RunsParagraph:
         self.unit = Unit("".join(runs), tags)
         self.sentences = [text for text, _, _ in sentence_spans(self.unit.text)]
 
-    def render(self, given) -> list[tuple[int, str]]:
+    def render(self, given, fragments: Fragments | None = None) -> list[tuple[int, str]]:
         """(run, text) segments of the paragraph's translation, from the next translations of `given`."""
-        marked = render_unit(self.unit, given, escape=lambda text: text)
+        marked = render_unit(self.unit, given, lambda text: text, fragments)
         segments, run = [], self.base
         for part in _split(marked):
             if part.startswith(OPEN):

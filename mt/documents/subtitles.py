@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from mt.documents.inline_markup import HtmlDocument
+from mt.documents.html import HtmlDocument
+from mt.documents.inline_markup import Fragments
 from mt.errors import MtError, needs
 
 
@@ -93,11 +94,11 @@ class _Cues:
         self.documents = [HtmlDocument(" ".join(text.split("\n"))) for text in texts]
         self.sentences = [s for d in self.documents for s in d.sentences]
 
-    def translated(self, translations: list[tuple[str, str | None]]) -> list[str]:
+    def translated(self, translations: list[tuple[str, str | None]], fragments: Fragments | None) -> list[str]:
         given, out = iter(translations), []
         for document, lines in zip(self.documents, self.lines):
             texts = [next(given) for _ in document.sentences]
-            out.append(wrapped(document.render(texts), lines))
+            out.append(wrapped(document.render(texts, fragments), lines))
         return out
 
 
@@ -113,9 +114,9 @@ class SrtDocument:
         self.cues = _Cues([s.content for s in self.subtitles])
         self.sentences = self.cues.sentences
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
         srt = needs("srt", "srt", "documents")
-        for subtitle, text in zip(self.subtitles, self.cues.translated(translations)):
+        for subtitle, text in zip(self.subtitles, self.cues.translated(translations, fragments)):
             subtitle.content = text
         return srt.compose(self.subtitles, reindex=False).encode("utf-8")
 
@@ -134,8 +135,8 @@ class VttDocument:
         self.cues = _Cues([c.raw_text for c in self.vtt.captions])
         self.sentences = self.cues.sentences
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
-        for caption, text in zip(self.vtt.captions, self.cues.translated(translations)):
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
+        for caption, text in zip(self.vtt.captions, self.cues.translated(translations, fragments)):
             caption.text = text
         return self.vtt.content.encode("utf-8")
 

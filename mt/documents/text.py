@@ -64,5 +64,5 @@ class TextDocument:
         self.pieces = split_text(text)
         self.sentences = [p.text for p in self.pieces if p.translate]
 
-    def render(self, translations: list[tuple[str, str | None]]) -> str:
+    def render(self, translations: list[tuple[str, str | None]], fragments=None) -> str:  # no markup: no fragments
         return joined(self.pieces, [text for text, _ in translations])

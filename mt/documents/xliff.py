@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.html_events import html_events
+from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, plain
 from mt.errors import MtError, needs
 
@@ -72,8 +73,8 @@ class XliffDocument:
         self.sentences = self.messages.sentences
         self.refused = 0
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
-        found = self.messages.translated(translations, escape=lambda t: html.escape(t, quote=False))
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
+        found = self.messages.translated(translations, lambda t: html.escape(t, quote=False), fragments)
         self.refused = sum(1 for t in found if t is None)
         edits = [edit for unit, text in zip(self.units, found) for edit in self._edits(unit, text)]
         out, at = [], 0

@@ -11,7 +11,8 @@ import zipfile
 from pathlib import Path
 
 from mt.documents.archives import check_members, refuse_dtd
-from mt.documents.inline_markup import HtmlDocument, Markup
+from mt.documents.html import HtmlDocument
+from mt.documents.inline_markup import Fragments, Markup
 from mt.errors import MtError
 
 MAX_UNPACKED = 1 << 30  # bytes
@@ -55,14 +56,14 @@ class ZippedMarkup:
     def markup_of(self, member: str) -> Markup | None:
         raise NotImplementedError
 
-    def render(self, translations: list[tuple[str, str | None]]) -> bytes:
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
         given = iter(translations)
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w") as archive:
             for member in self.zip.infolist():
                 page = self.pages.get(member.filename)
                 data = self.zip.read(member) if page is None else \
-                    page.render([next(given) for _ in page.sentences]).encode("utf-8")
+                    page.render([next(given) for _ in page.sentences], fragments).encode("utf-8")
                 kind = zipfile.ZIP_STORED if member.filename == "mimetype" else zipfile.ZIP_DEFLATED
                 # A copy: writestr sets the entry's offsets, and the source archive is read again by a second render
                 archive.writestr(copy.copy(member), data, compress_type=kind)

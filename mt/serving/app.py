@@ -37,10 +37,11 @@ from mt.serving.decode_thread import DecodeWorker, Overloaded
 from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
 from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
-from mt.documents.inline_markup import Fragments, HtmlDocument
+from mt.documents.html import HtmlDocument
+from mt.documents.inline_markup import Fragments
 from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
-from mt.decoding.lines import LineBatch, LineFormat, LineText, line_text, translations
-from mt.decoding.long_sentences import fit_to_model, joined_translations
+from mt.decoding.lines import LineFormat, LineText, line_text
+from mt.decoding.text_front_end import TextBatch
 from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
 from mt.documents.messages import Localization, MessageText
@@ -127,14 +128,14 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     found = await _translate_texts(request, served, sentences, alternatives + 1, glossary,
                                    alignment=fmt == "html" or protect)
 
-    def render() -> tuple[list[str], list[list[str]], list[bool]]:
+    def render(fragments: Fragments | None = None) -> tuple[list[str], list[list[str]], list[bool]]:
         results, alts, kept, at = [], [], [], 0
         for document in documents:
             n = len(document.sentences)
             mine, at = found[at:at + n], at + n
-            results.append(document.render([hyps[0] for hyps in mine]))
+            results.append(document.render([hyps[0] for hyps in mine], fragments))
             kept.append(getattr(document, "kept", True))  # False: a placeholder would not come back
-            alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine])
+            alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine], fragments)
                          for i in range(1, alternatives + 1)])
         return results, alts, kept
     results, alts, kept = await _rendered(request, served, render, glossary) if fmt == "html" or protect else render()
@@ -221,7 +222,8 @@ async def translate_file(request: Request, form: FormData) -> JSONResponse:
     else:
         served = served or server.model(source, target)
         found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
-        translated = await _rendered(request, served, lambda: document.render([per[0] for per in found]), {})
+        translated = await _rendered(request, served,
+                                     lambda fragments: document.render([per[0] for per in found], fragments), {})
     name = await run_in_threadpool(request.app.state.files.keep, translated, upload.filename)
     url = f"{str(request.base_url).rstrip('/')}/download_file/{urllib.parse.quote(name)}"  # a space is %20
     return JSONResponse({"translatedFileUrl": url})
@@ -237,8 +239,8 @@ async def download_file(request: Request) -> Response:
 
 
 async def _rendered(request: Request, served: ServedModel, render, glossary: dict[str, str]):
-    """render() off the event loop, as mt/documents/inline_markup.py `rendered_with_fragments` does: once to find
-    the words of lost inline elements to translate alone, then for good."""
+    """render(fragments) off the event loop, as mt/documents/inline_markup.py `rendered_with_fragments` does: once
+    to find the words of lost inline elements to translate alone, then for good."""
     fragments = Fragments()
     words = await run_in_threadpool(fragments.find, render)
     alone = await _translate_texts(request, served, words, 1, glossary) if words else []
@@ -258,17 +260,16 @@ async def _translate_texts(request: Request, served: ServedModel, sentences: lis
 
 async def _decode(request: Request, served: ServedModel, lines: list[LineText], opts, nbest: int,
                   alignment: bool = False):
-    """Translations of `lines` (mt.decoding.lines.Translation per hypothesis) through the front end `mt translate` uses
-    (mt/decoding/lines.py `LineBatch`), decoded by the worker beside every other request's sentences, and the pieces
-    each line was cut into (mt/decoding/long_sentences.py: 1 for a line that fits the model); a client that disconnects
-    releases its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
+    """Translations of `lines` (mt.decoding.lines.Translation per hypothesis) through the text front end `mt translate`
+    uses (mt/decoding/text_front_end.py `TextBatch`), decoded by the worker beside every other request's sentences,
+    and the pieces each line was cut into (1 for a line that fits the model); a client that disconnects releases
+    its sentences. The alignment pass runs on the decode thread, which alone runs torch."""
     server: Server = request.app.state.server
     tr = served.translator
     if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
-    lines, owners, encoded = await run_in_threadpool(fit_to_model, tr, lines)
-    batch = LineBatch(encoded, opts, nbest, tr.backend.max_positions, attention=alignment)
+    batch = await run_in_threadpool(lambda: TextBatch(tr, lines, opts, nbest=nbest, alignment=alignment))
     try:
         job = served.worker.submit(batch.todo)
     except Overloaded as e:
@@ -277,12 +278,11 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
     hyps = batch.hypotheses(found)
     if alignment:  # on the decode thread, a static batch at a time between decoding steps (an export has none:
         # its search kept the attention)
-        for part in batch.attention_parts(hyps, tr.backend, ALIGNMENT_PART_TOKENS):
+        for part in batch.attention_parts(hyps, ALIGNMENT_PART_TOKENS):
             await asyncio.wrap_future(server.decoder.submit(part))
     server.metrics.sentences.inc(len(batch.todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
-    found = await run_in_threadpool(translations, tr, [line.source for line in encoded], hyps, alignment)
-    return joined_translations(found, owners, [line.source for line in lines])
+    return await run_in_threadpool(batch.translations, hyps), batch.counts
 
 
 async def _wait_or_release(request: Request, worker: DecodeWorker, job):

@@ -17,7 +17,7 @@ from mt.decoding.model_backend import ModelBackend
 from mt.decoding.protocol import Translator
 from mt.data.batching import collate, token_batches
 from mt.data.corpus import Corpus
-from mt.decoding.lines import translate_lines
+from mt.decoding.text_front_end import translate_lines
 from mt.training.corpus_scores import bleu_score, score_corpus
 from mt.model.transformer import Transformer
 from mt.training.recipe import label_smoothed_loss

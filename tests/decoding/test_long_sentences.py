@@ -22,7 +22,7 @@ def _pieces_fit(tr, limit: int) -> None:
     """Every piece of a sentence of 1,500 words (some with clause punctuation) and of a spaceless run of letters
     has at most `limit` tokens, and the pieces hold every word of it, in order."""
     lines = [LineText(" ".join(WORDS), 0), LineText("kurz", 1), LineText("x" * 3 * limit, 2)]
-    pieces, owners, encoded = fit_to_model(tr, lines)
+    pieces, owners, encoded, _ = fit_to_model(tr, lines)
     assert max(len(e.source) for e in encoded) <= limit
     assert owners.count(1) == 1 and len(tr.src_tokenizer.encode([lines[0].source])[0]) > 10 * limit
     assert " ".join(p.source for p, o in zip(pieces, owners) if o == 0).split() == WORDS
@@ -55,7 +55,7 @@ def test_pieces_of_an_exported_models_sentence_never_exceed_the_max_len_its_mt_y
 def _pieces_translated_alone(checkpoint, sentence: str) -> tuple[float, str, int]:
     """The sentence's pieces (as fit_to_model cuts it) each translated as a line of its own: the sum of their
     scores, their translations joined with spaces, and how many there are."""
-    pieces, _, _ = fit_to_model(load_translator([str(checkpoint)], "cpu"), [LineText(sentence, 0)])
+    pieces, _, _, _ = fit_to_model(load_translator([str(checkpoint)], "cpu"), [LineText(sentence, 0)])
     alone = run_mt("translate", "-c", checkpoint, "--beam-size", "2", "--scores",
                    input="".join(p.source + "\n" for p in pieces)).stdout.splitlines()
     scored = [line.split("\t") for line in alone]

@@ -4,7 +4,8 @@ tests/serving/test_server.py."""
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import HtmlDocument, near_copy, rendered_with_fragments, written_as_is
+from mt.documents.html import HtmlDocument
+from mt.documents.inline_markup import near_copy, rendered_with_fragments, written_as_is
 from mt.documents.runs import RunsParagraph
 
 
@@ -119,10 +120,10 @@ def test_a_marked_name_the_model_copies_when_alone_is_written_where_the_translat
     def alone(words):
         asked.append(words)
         return [{"Edge": "Edge", "Firefox": "fire fox.", "Lynx": "Lynx"}[w] for w in words]
-    out = rendered_with_fragments(lambda: doc.render(given), alone)
+    out = rendered_with_fragments(lambda fragments: doc.render(given, fragments), alone)
     assert asked == [["Edge", "Firefox", "Lynx"]]  # once, in order; not nicht (lower case)
     assert out == "<p>Use <b>Edge</b> or <i>Fox</i> and <u>no</u> <s>Lynx</s> here.</p>"
-    copied = rendered_with_fragments(lambda: doc.render(given), lambda words: words)  # every word copied alone
+    copied = rendered_with_fragments(lambda fragments: doc.render(given, fragments), lambda words: words)  # every word copied alone
     assert copied == out.replace("<i>Fox</i>", "<i>Firefox</i>")
     assert HtmlDocument("<p>Nutze <b>Edge</b>.</p>").render([("Use Edge.", "0-0 1-1")]) == "<p>Use <b>Edge</b>.</p>"
 
@@ -215,7 +216,7 @@ def test_markdown_escapes_what_the_translation_would_turn_into_markup():
 
 
 def test_opendocument_spans_links_and_spaces_are_inline_fields_and_notes_kept():
-    from mt.documents.inline_markup import HtmlDocument
+    from mt.documents.html import HtmlDocument
     from mt.documents.opendocument import ODF
 
     body = ('<office:automatic-styles><number:text>.</number:text></office:automatic-styles><office:text>'

@@ -14,7 +14,7 @@ from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import DecodeConfig, config_from_dict, config_to_dict
 from mt.decoding.ct2_backend import files_in_int8_limit
 from mt.decoding.ct2_model_bin import in_int8_limit, is_weight, model_bin_bytes, parse_model_bin
-from mt.decoding.lines import translate_lines
+from mt.decoding.text_front_end import translate_lines
 from mt.errors import MtError
 from mt.model.transformer import build_model
 from mt.data.tokenizer import Tokenizer

@@ -15,7 +15,8 @@ from mt.serving.decode_thread import DecodeThread, DecodeWorker
 from mt.decoding.protocol import Translator
 from mt.errors import HttpError, MtError
 from mt.serving.limits import HttpSettings
-from mt.decoding.lines import LineBatch, LineText, encode_lines
+from mt.decoding.lines import LineText
+from mt.decoding.text_front_end import TextBatch
 from mt.decoding.loading import load_translator
 from mt.decoding.model_backend import ModelBackend
 from mt.serving.metrics import Metrics
@@ -177,8 +178,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
                     raise MtError(f"-m: {pair[0]}-{pair[1]} is served twice")
                 models[pair] = ServedModel(*pair, tr, worker)
                 aliases.update(zip(tr.direction, pair))
-            warm = LineBatch(encode_lines(bound[0], [LineText("warm up", 0)]), translator.cfg.decode, 1,
-                             translator.backend.max_positions)
+            warm = TextBatch(bound[0], [LineText("warm up", 0)], translator.cfg.decode)
             worker.submit(warm.todo).done.result()
             log(f"mt serve: {_pairs(pairs)} from {', '.join(spec.paths)} ({decoding(translator)})")
     except BaseException:

@@ -1,6 +1,9 @@
 """Placeholders and markup in localization files: how many come back, whether the written file is valid, and what
 they cost in BLEU, for `mt translate` of a PO file (placeholders kept out of the model's way: mt/documents/) and
-for the same strings sent as plain lines (what a client that sends each string as text gets).
+for the same strings sent as plain lines (what a client that sends each string as text gets), and for LibreTranslate
+serving the same model (exported and packed as an Argos package, as scripts/bench_serve.py does) with each string
+sent to its POST /translate as Weblate sends them (`format` text, LibreTranslate's default) and with `format` html
+(its markup-keeping mode).
 
 Held-out pairs: the first --lines lines of the shipped dev set (data/ddtp-de-en/dev.*; the model never trained on
 them). Each source gets one placeholder or piece of markup, cycling through KINDS, inserted before a word at a
@@ -9,12 +12,15 @@ singular the same text with `1`). A placeholder is kept when the msgstr holds ea
 often; a file is valid when GNU gettext's `msgfmt --check --use-fuzzy` passes and polib reads it. BLEU is
 sacrebleu's, of the msgstr (the plural's msgstr[1]) with its placeholders removed and white space made single,
 against the reference; an entry left empty (a translation that would have lost a placeholder) counts as an empty
-output.
+output. The rows of translated strings (plain lines, LibreTranslate) are written into a copy of the PO file
+(flagged fuzzy, the plural's forms from its singular and plural msgid) for the same file checks.
 
     .venv/bin/python scripts/bench_localization.py --model runs/demo/checkpoint_best.pt [--lines 500]
+        [--ltvenv .venv-lt | --ltvenv none]
 """
 
 import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,11 +28,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import polib
 import sacrebleu
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_serve import prepare_lt, start_lt  # noqa: E402
 from mt.documents.placeholders import placeholders  # noqa: E402
 
 DATA = ROOT / "data" / "ddtp-de-en"
@@ -92,6 +101,55 @@ def scores(sources: list[str], outputs: list[str], references: list[str]) -> dic
             "left empty": sum(1 for o in outputs if not o), "BLEU": f"{bleu:.1f}"}
 
 
+def filled(found: list[tuple[polib.POEntry, str, str]], translated: dict[str, str], path: Path) -> list[str]:
+    """The PO file with each msgstr the translation of its msgid (a plural's forms: of its msgid and its
+    msgid_plural), flagged fuzzy, saved to `path`; the outputs to score (the plural's msgstr[1])."""
+    catalog, outputs = po_file([]), []
+    for entry, _, _ in found:
+        copy = polib.POEntry(msgid=entry.msgid, msgid_plural=entry.msgid_plural, flags=[*entry.flags, "fuzzy"],
+                             occurrences=entry.occurrences)
+        if entry.msgid_plural:
+            copy.msgstr_plural = {0: translated[entry.msgid], 1: translated[entry.msgid_plural]}
+        else:
+            copy.msgstr = translated[entry.msgid]
+        catalog.append(copy)
+        outputs.append(translated[entry.msgid_plural or entry.msgid])
+    catalog.save(str(path))
+    return outputs
+
+
+def file_checks(path: Path) -> str:
+    """"yes" when GNU gettext's msgfmt --check passes (--use-fuzzy: the entries filled are checked too) and polib
+    reads the file, else how many entries msgfmt found broken (its "found N fatal errors")."""
+    check = subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null", str(path)],
+                           capture_output=True, text=True)
+    polib.pofile(str(path))
+    if check.returncode == 0:
+        return "yes"
+    found = re.search(r"found (\d+) fatal error", check.stderr)
+    return f"no: {found.group(1) if found else '?'} entries broken"
+
+
+def libretranslate(model: str, ltvenv: Path, strings: list[str], work: Path) -> dict[str, tuple[list[str], float]]:
+    """`strings` through LibreTranslate serving `model`, 32 to a request, per `format`: the translations and the
+    seconds they took."""
+    launcher = prepare_lt(model, ("de", "en"), ltvenv, "cpu", work)
+    server, url = start_lt(launcher, ("de", "en"), ltvenv, "cpu", work, None, "0")
+    out = {}
+    try:
+        for fmt in ("text", "html"):
+            start, translations = time.perf_counter(), []
+            for i in range(0, len(strings), 32):
+                response = httpx.post(url + "/translate", timeout=600, json={
+                    "q": strings[i:i + 32], "source": "de", "target": "en", "format": fmt})
+                response.raise_for_status()
+                translations += response.json()["translatedText"]
+            out[fmt] = translations, time.perf_counter() - start
+    finally:
+        server.stop()
+    return out
+
+
 def mt(*args, input: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "mt", *map(str, args)], cwd=ROOT, input=input, text=True,
@@ -103,35 +161,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(ROOT / "runs" / "demo" / "checkpoint_best.pt"))
     parser.add_argument("--lines", type=int, default=500)
+    parser.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"), help="LibreTranslate's virtualenv, or none")
     args = parser.parse_args()
     found = entries(args.lines)
     sources = [e.msgid_plural or e.msgid for e, _, _ in found]
+    strings = list(dict.fromkeys(s for e, _, _ in found for s in (e.msgid, e.msgid_plural) if s))
     references = [r for _, _, r in found]
     rows = {}
     with tempfile.TemporaryDirectory() as folder:
-        po_in, po_out = Path(folder) / "bench.po", Path(folder) / "out.po"
+        work = Path(folder)
+        po_in, po_out = work / "bench.po", work / "out.po"
         po_file(found).save(str(po_in))
         proc, seconds = mt("translate", "-c", args.model, "-i", po_in, "-o", po_out)
-        check = subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null", str(po_out)],
-                               capture_output=True, text=True)  # --use-fuzzy: the entries mt filled are checked too
         written = polib.pofile(str(po_out))
         outputs = [e.msgstr_plural.get(1, "") if e.msgid_plural else e.msgstr for e in written]
-        rows["mt translate -i bench.po"] = {**scores(sources, outputs, references),
-                                            "valid file": "yes" if check.returncode == 0 else "no: " +
-                                            check.stderr.strip().splitlines()[0], "seconds": f"{seconds:.1f}"}
+        rows["mt translate -i bench.po"] = {**scores(sources, outputs, references), "valid file": file_checks(po_out),
+                                            "seconds": f"{seconds:.1f}"}
         notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
-        proc, seconds = mt("translate", "-c", args.model, input="\n".join(sources) + "\n")
-        outputs = proc.stdout.splitlines()
-        rows["the strings as plain lines"] = {**scores(sources, outputs, references),
-                                              "valid file": "-", "seconds": f"{seconds:.1f}"}
+        proc, seconds = mt("translate", "-c", args.model, input="\n".join(strings) + "\n")
+        outputs = filled(found, dict(zip(strings, proc.stdout.splitlines())), work / "lines.po")
+        rows["mt translate, the strings as plain lines"] = {
+            **scores(sources, outputs, references), "valid file": file_checks(work / "lines.po"),
+            "seconds": f"{seconds:.1f}"}
+        if args.ltvenv != "none":
+            for fmt, (translations, seconds) in libretranslate(args.model, Path(args.ltvenv), strings, work).items():
+                outputs = filled(found, dict(zip(strings, translations)), work / f"lt-{fmt}.po")
+                rows[f"LibreTranslate /translate, format {fmt}"] = {
+                    **scores(sources, outputs, references), "valid file": file_checks(work / f"lt-{fmt}.po"),
+                    "seconds": f"{seconds:.1f}"}
         proc, seconds = mt("translate", "-c", args.model, input="\n".join(s for _, s, _ in found) + "\n")
         bleu = sacrebleu.corpus_bleu(proc.stdout.splitlines(), [references]).score
-        rows["the sources without placeholders"] = {"entries kept whole": "-", "placeholders back": "-",
-                                                    "left empty": 0, "BLEU": f"{bleu:.1f}", "valid file": "-",
-                                                    "seconds": f"{seconds:.1f}"}
+        rows["mt translate, the sources without placeholders"] = {
+            "entries kept whole": "-", "placeholders back": "-", "left empty": 0, "BLEU": f"{bleu:.1f}",
+            "valid file": "-", "seconds": f"{seconds:.1f}"}
     columns = ["entries kept whole", "placeholders back", "left empty", "valid file", "BLEU", "seconds"]
-    print(f"{len(found)} entries ({sum(1 for e, _, _ in found if e.msgid_plural)} plural) from {args.lines} dev lines,"
-          f" model {args.model}")
+    checked = sum(1 for e, _, _ in found if set(e.flags) & {"c-format", "python-format"})
+    print(f"{len(found)} entries ({sum(1 for e, _, _ in found if e.msgid_plural)} plural, {checked} with a format flag "
+          f"msgfmt checks) from {args.lines} dev lines, model {args.model}")
     print("| | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
     for name, row in rows.items():
         print(f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |")

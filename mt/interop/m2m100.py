@@ -32,7 +32,6 @@ from mt.errors import MtError, needs
 from mt.atomic_files import read_json_object
 from mt.interop.marian import bart_sizes, layer_names, load_weights, sentencepiece_type
 from mt.model.transformer import build_model
-from mt.symbols import BOS, EOS, PAD, UNK
 
 # M2M100Config's defaults (transformers' configuration_m2m_100.py): config.json leaves out fields at their default.
 M2M100_DEFAULTS = {

@@ -57,15 +57,13 @@ class TextBatch:
 
 
 def translate_whole_lines(tr: Translator, lines: list[LineText], opts: DecodeConfig, *, nbest: int = 1,
-                          on_truncate=None, on_split=None, alignment: bool = False,
-                          whole: bool = True) -> list[list[Translation]]:
+                          on_truncate=None, on_split=None, alignment: bool = False) -> list[list[Translation]]:
     """Per line, its `nbest` translations (each starting with its target prefix, containing its terms, with its
     word alignment when `alignment`), searched by the translator's backend at once; a line longer than the model
-    learned is translated in pieces and joined (`on_split(index, tokens, room, pieces)` hears of it), unless
-    `whole` is false; `on_truncate` is told a line's index, not a piece's."""
-    batch = TextBatch(tr, lines, opts, nbest=nbest, alignment=alignment, on_truncate=on_truncate, whole=whole)
-    found = tr.backend.search(batch.todo) if batch.todo else []
-    joined = batch.translations(batch.hypotheses(found, tr.backend if alignment else None))
+    learned is translated in pieces and joined (`on_split(index, tokens, room, pieces)` hears of it);
+    `on_truncate` is told a line's index, not a piece's."""
+    batch = TextBatch(tr, lines, opts, nbest=nbest, alignment=alignment, on_truncate=on_truncate)
+    joined = _searched(tr, batch)
     for split in batch.split() if on_split is not None else []:
         on_split(*split)
     return joined
@@ -77,5 +75,11 @@ def translate_lines(tr: Translator, lines: list[str | LineText], opts: DecodeCon
     dev set's BLEU and a distilled corpus (whose pairs fit the model) read their lines so. A plain string is line
     number its index."""
     texts = [line if isinstance(line, LineText) else LineText(line, i) for i, line in enumerate(lines)]
-    return translate_whole_lines(tr, texts, opts, nbest=nbest, on_truncate=on_truncate, alignment=alignment,
-                                 whole=False)
+    return _searched(tr, TextBatch(tr, texts, opts, nbest=nbest, alignment=alignment, on_truncate=on_truncate,
+                                   whole=False))
+
+
+def _searched(tr: Translator, batch: TextBatch) -> list[list[Translation]]:
+    """The batch's translations, searched by the translator's backend at once."""
+    found = tr.backend.search(batch.todo) if batch.todo else []
+    return batch.translations(batch.hypotheses(found, tr.backend if batch.alignment else None))

@@ -147,10 +147,11 @@ def translate(
                                               "every term appears in the output.")] = False,
     input_format: Annotated[str, typer.Option(help="auto (a document by -i's extension: .html .htm .xhtml .md "
                                               ".markdown .srt .vtt .docx .pptx .odt .odp .epub .pdf .po .pot .xlf "
-                                              ".xliff; else lines), lines, text, html, markdown, srt, vtt, docx, "
-                                              "pptx, odt, odp, epub, pdf, po or xliff.")] = "auto",
-    retranslate: Annotated[bool, typer.Option("--retranslate", help="A localization file (.po, .xlf): translate "
-                                              "the entries already translated too.")] = False,
+                                              ".xliff .ts .xml .json .arb .properties; else lines), lines, text, "
+                                              "html, markdown, srt, vtt, docx, pptx, odt, odp, epub, pdf, po, xliff, "
+                                              "ts, android, json or properties.")] = "auto",
+    retranslate: Annotated[bool, typer.Option("--retranslate", help="A localization file with translations (.po, "
+                                              ".xlf, .ts): translate the entries already translated too.")] = False,
     placeholders: Annotated[bool, typer.Option("--placeholders", help="Line input: keep placeholders (%s, {0}, "
                                                "$HOME, tags) out of the model's way and put them back.")] = False,
     source_lang: SourceLang = None,
@@ -165,7 +166,7 @@ def translate(
     from mt.decoding.loading import load_translator
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
     from mt.commands.translate_document import check_output_format, document_format, translate_document
-    from mt.documents.formats import LOCALIZATION
+    from mt.documents.formats import BILINGUAL
     from mt.path_checks import check_input
     from mt.decoding.lines import LineFormat
 
@@ -176,9 +177,9 @@ def translate(
     if output_format not in OUTPUT_FORMATS:
         raise MtError(f"--output-format: one of {', '.join(OUTPUT_FORMATS)}, got '{output_format}'")
     document = document_format(input, input_format, placeholders)
-    if retranslate and document not in LOCALIZATION:
-        raise MtError(f"--retranslate: for localization files ({', '.join(LOCALIZATION)}); the input is read as "
-                      f"{document or 'lines'}")
+    if retranslate and document not in BILINGUAL:
+        raise MtError(f"--retranslate: for localization files that hold translations ({', '.join(BILINGUAL)}); the "
+                      f"input is read as {document or 'lines'}")
     if document is not None:
         line_options = {"--nbest": nbest is not None, "--scores": scores, "--output-format": output_format != "text",
                         "--prefix": prefix, "--constraints": constraints, "--alignment": alignment}

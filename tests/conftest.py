@@ -306,7 +306,7 @@ def _sentencepiece(lines: list[str], vocab_size: int) -> bytes:
     return model.getvalue()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # bytes: nothing to change
 def spm_models() -> dict[str, bytes]:
     de = (DATA / "sample-2k.de").read_text(encoding="utf-8").splitlines()
     en = (DATA / "sample-2k.en").read_text(encoding="utf-8").splitlines()

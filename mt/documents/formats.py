@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mt.documents.android import AndroidDocument
 from mt.documents.epub import EpubDocument
 from mt.documents.html import HtmlDocument
+from mt.documents.json_strings import JsonDocument
 from mt.documents.markdown import MarkdownDocument
 from mt.documents.messages import Localization
 from mt.documents.office import DocxDocument, PptxDocument
 from mt.documents.opendocument import OdpDocument, OdtDocument
 from mt.documents.pdf import PdfDocument
 from mt.documents.po import PoDocument
+from mt.documents.properties import PropertiesDocument
+from mt.documents.qt import TsDocument
 from mt.documents.subtitles import SrtDocument, VttDocument
 from mt.documents.text import TextDocument
 from mt.documents.xliff import XliffDocument
@@ -20,11 +24,15 @@ from mt.errors import MtError
 EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
               ".srt": "srt", ".vtt": "vtt", ".docx": "docx", ".pptx": "pptx", ".odt": "odt", ".odp": "odp",
               ".epub": "epub", ".pdf": "pdf", ".po": "po", ".pot": "po",
-              ".xlf": "xliff", ".xliff": "xliff"}
+              ".xlf": "xliff", ".xliff": "xliff", ".ts": "ts", ".xml": "android",
+              ".json": "json", ".arb": "json", ".properties": "properties"}
 FROM_TEXT = {"text": TextDocument, "html": HtmlDocument, "markdown": MarkdownDocument}  # read from UTF-8 text
 FROM_BYTES = {"srt": SrtDocument, "vtt": VttDocument, "docx": DocxDocument, "pptx": PptxDocument, "odt": OdtDocument,
               "odp": OdpDocument, "epub": EpubDocument, "pdf": PdfDocument}  # read from the file's bytes
-LOCALIZATION = {"po": PoDocument, "xliff": XliffDocument}  # read from bytes, for a target language (messages.py)
+# read from bytes, for a target language (messages.py)
+LOCALIZATION = {"po": PoDocument, "xliff": XliffDocument, "ts": TsDocument, "android": AndroidDocument,
+                "json": JsonDocument, "properties": PropertiesDocument}
+BILINGUAL = ("po", "xliff", "ts")  # files that hold their translations (the others are one language's)
 FORMATS = (*FROM_TEXT, *FROM_BYTES, *LOCALIZATION)
 MAX_BYTES = 100 << 20  # a document larger than this is refused before it is read
 

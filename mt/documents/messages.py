@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mt.documents.file_checks import decoded
 from mt.documents.inline_markup import Fragments, sentence_spans
 from mt.documents.placeholders import Protected, kept, protected
-from mt.errors import MtError
 
 # The placeholder a plural's number fills: an integer printf directive, or braces named as a count.
 COUNT = re.compile(r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*\d*(?:hh|h|ll|l|j|z|t)?[diu]"
@@ -67,9 +67,10 @@ def plain(source: str, whole: re.Pattern | None = None) -> Candidate:
     return Candidate(source, protected(source, whole))
 
 
-def numbered(source: str, number: int) -> Candidate | None:
-    """`source` with `number` in place of its count placeholder; None if it has none."""
-    count = COUNT.search(source)
+def numbered(source: str, number: int, count_pattern: re.Pattern = COUNT) -> Candidate | None:
+    """`source` with `number` in place of its count placeholder (the first that `count_pattern` matches: Qt's
+    is `%n`); None if it has none."""
+    count = count_pattern.search(source)
     if count is None:
         return None
     text = source[:count.start()] + str(number) + source[count.end():]
@@ -121,12 +122,7 @@ class MessageLines:
     whose placeholder would not come back written as it came, and counted in `notes`."""
 
     def __init__(self, data: bytes, name):
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            line = data[:e.start].count(b"\n") + 1
-            raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
-        self.name, self.lines = name, text.split("\n")
+        self.name, self.lines = name, decoded(data, name).split("\n")
         self.messages = Messages()
         for line in self.lines:
             self.messages.add([plain(line.rstrip("\r"))])

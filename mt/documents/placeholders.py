@@ -1,13 +1,13 @@
 """Placeholders kept out of what the model sees, and put back where the word alignment says, each exactly once.
 
 A message of software (a PO entry, an XLIFF unit, a line given with `--placeholders`) holds text the program
-fills in or reads: printf directives (`%s`, `%d`, `%1$s`, `%(name)s`, `%%`), braces (`{0}`, `{name}`,
-`{0:.2f}`, `{{ var }}`), shell and template variables (`$HOME`, `${x}`), entities (`&amp;`) and inline XML or
-HTML tags. Each is taken out of the text (`protected`): the model translates the words around it, and the
-placeholder goes back as HTML's inline markup does (mt/documents/inline_markup.py): a tag pair around the
-target words aligned to the words inside it, a lone placeholder where the word after it went (else after the
-word before it), with a space either side where the source had one. A printf directive with the space flag
-(`% d`) is not taken for one: "100% sure" is text.
+fills in or reads: printf directives (`%s`, `%d`, `%1$s`, `%(name)s`, `%%`), Qt's and KDE's `%1` and `%L1`,
+braces (`{0}`, `{name}`, `{0:.2f}`, `{{ var }}`), shell and template variables (`$HOME`, `${x}`), entities
+(`&amp;`) and inline XML or HTML tags. Each is taken out of the text (`protected`): the model translates the
+words around it, and the placeholder goes back as HTML's inline markup does (mt/documents/inline_markup.py): a
+tag pair around the target words aligned to the words inside it, a lone placeholder where the word after it went
+(else after the word before it), with a space either side where the source had one. A printf directive with
+the space flag (`% d`) is not taken for one: "100% sure" is text.
 
 `kept` is the check: the rendered text holds every placeholder of the source exactly as often, unchanged, and
 no other. A translation that fails it (the model wrote a `%s` of its own) is not to be written.
@@ -24,6 +24,7 @@ from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit
 PLACEHOLDER = re.compile(
     r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
     r"[diouxXeEfFgGaAcsSpn%@r]"  # printf: %s, %1$s, %(name)s, %-5.2f, %lld, Objective-C's %@
+    r"|%L?\d+"  # Qt's and KDE's numbered arguments: %1, %L2
     r"|\{\{.*?\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}\s]*)?\}"  # braces: {{ var }}, {0}, {name}, {0:.2f}, {}
     r"|\$\{[^{}\s]+\}|\$[A-Za-z_]\w*"  # ${x}, $HOME
     r"|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]\w*);"  # entities

@@ -22,10 +22,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mt.documents.file_checks import decoded, xml_root
 from mt.documents.html_events import html_events
 from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, plain
-from mt.errors import MtError, needs
+from mt.errors import MtError
 
 NATIVE = re.compile(r"<((?:\w+:)?(?:ph|bpt|ept|it))\b[^>]*?(?<!/)>.*?</\1>", re.S)  # 1.2's native code, kept whole
 MARKS = {"1": ({"state": "needs-review-translation", "state-qualifier": "leveraged-mt"},
@@ -60,11 +61,7 @@ class XliffDocument:
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         self.name, self.version = name, _version(data, name)
-        try:
-            self.text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            line = data[:e.start].count(b"\n") + 1
-            raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
+        self.text = decoded(data, name)
         self.units = [u for u in _units(self.text, UNITS[self.version])
                       if options.retranslate or not u.target_text.strip()]
         self.messages = Messages()
@@ -110,21 +107,10 @@ class XliffDocument:
 
 def _version(data: bytes, name: Path) -> str:
     """"1" or "2": the XLIFF version of a file defusedxml parses; an MtError for anything else."""
-    safe = needs("defusedxml.ElementTree", "defusedxml", "documents")
-    from defusedxml import DefusedXmlException
-
-    try:
-        root = safe.fromstring(data)
-    except DefusedXmlException:
-        raise MtError(f"{name}: declares a DTD or entities, which an XLIFF file needs not: refused") from None
-    except safe.ParseError as e:
-        line, column = e.position
-        raise MtError(f"{name}: line {line}: not well-formed XML ({str(e).split(':')[0]}, column {column + 1})") \
-            from None
+    root = xml_root(data, name, "xliff", "an XLIFF 1.2 or 2.0 file")
     version = root.get("version", "")
-    if root.tag.rsplit("}", 1)[-1] != "xliff" or not version.startswith(("1.", "2.")):
-        raise MtError(f"{name}: line 1: not XLIFF 1.2 or 2.0 (its root is <{root.tag.rsplit('}', 1)[-1]}> "
-                      f"version '{version}')")
+    if not version.startswith(("1.", "2.")):
+        raise MtError(f"{name}: line 1: not an XLIFF 1.2 or 2.0 file (its version is '{version}')")
     return version[0]
 
 

@@ -13,7 +13,7 @@ SENTENCES = [line for line in (DATA / "dev.de").read_text(encoding="utf-8").spli
              if line.endswith(".") and line.count(".") == 1 and 4 <= len(line.split()) <= 12][:6]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")  # read only: one per worker for every document test
 def model(spm_models, tmp_path_factory):
     return few_words_model(tmp_path_factory.mktemp("documents"), spm_models["both"])
 

@@ -254,9 +254,9 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
     assert httpx.get(html["translatedFileUrl"], timeout=60).text == f"<p><b>{plain(model, [s[2]])[0]}</b></p>"
     settings = file_server.get("/frontend/settings").json()
     assert settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".docx", ".epub", ".htm", ".html", ".markdown", ".md", ".odp",
-                                                  ".odt", ".pdf", ".po", ".pot", ".pptx", ".srt", ".txt", ".vtt",
-                                                  ".xhtml", ".xlf", ".xliff"]
+    assert settings["supportedFilesFormat"] == [".arb", ".docx", ".epub", ".htm", ".html", ".json", ".markdown",
+                                                  ".md", ".odp", ".odt", ".pdf", ".po", ".pot", ".pptx", ".properties",
+                                                  ".srt", ".ts", ".txt", ".vtt", ".xhtml", ".xlf", ".xliff", ".xml"]
 
 
 def _without(text: str, marker: str) -> str:
@@ -298,8 +298,8 @@ def test_bad_uploads_are_4xx_with_a_json_error(file_server):
 
     cases = [
         (upload("a.rtf", b"{\\rtf1 Hallo}"), 400,
-         "a.rtf: mt translates .docx, .epub, .htm, .html, .markdown, .md, .odp, .odt, .pdf, .po, .pot, .pptx, "
-         ".srt, .txt, .vtt, .xhtml, .xlf, .xliff files"),
+         "a.rtf: mt translates .arb, .docx, .epub, .htm, .html, .json, .markdown, .md, .odp, .odt, .pdf, .po, .pot, "
+         ".pptx, .properties, .srt, .ts, .txt, .vtt, .xhtml, .xlf, .xliff, .xml files"),
         (upload("a.pdf", b"%PDF-1.4"), 400, "a.pdf: not a readable PDF"),
         (upload("lies.docx", b"<p>not a zip</p>"), 400,
          "lies.docx: not a Word document (.docx), which is a zip archive"),

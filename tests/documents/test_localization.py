@@ -386,7 +386,8 @@ def test_bad_po_files_are_one_line_each_and_write_nothing(model, tmp_path):
     }
     _each_refused_in_one_line(model, tmp_path, cases)
     line = one_error_line(run_mt("translate", "-c", model, "--retranslate", check=False, input="Hallo\n"))
-    assert line == "error: --retranslate: for localization files (po, xliff); the input is read as lines"
+    assert line == "error: --retranslate: for localization files that hold translations (po, xliff, ts); the input " \
+                   "is read as lines"
 
 
 XLIFF_12 = """<?xml version="1.0" encoding="UTF-8"?>
@@ -472,8 +473,10 @@ def test_bad_xliff_files_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
         "text.xlf": (b"Hallo Welt\n", "line 1: not well-formed XML (syntax error, column 1)"),
         "cut.xlf": (xliff_file(XLIFF_12)[:415].encode(), "line 10: not well-formed XML (no element found"),
-        "bomb.xlf": (LAUGHS, "declares a DTD or entities, which an XLIFF file needs not: refused"),
-        "html.xlf": (b"<html version='1.2'><p>x</p></html>", "line 1: not XLIFF 1.2 or 2.0 (its root is <html>"),
+        "bomb.xlf": (LAUGHS, "declares entities, which an XLIFF 1.2 or 2.0 file needs not: refused"),
+        "html.xlf": (b"<html version='1.2'><p>x</p></html>", "line 1: not an XLIFF 1.2 or 2.0 file (its root is "
+                                                             "<html>)"),
+        "v3.xlf": (b"<xliff version='3.0'/>", "line 1: not an XLIFF 1.2 or 2.0 file (its version is '3.0')"),
     }
     _each_refused_in_one_line(model, tmp_path, cases)
 
@@ -511,4 +514,4 @@ def test_translate_file_and_translate_keep_placeholders_as_mt_translate_does(fil
                            files={"file": ("bad.pot", b'msgid "a"\nmsgstr "b"\n\nmsgid "c"d"\n')})
     assert bad.status_code == 400 and bad.json()["error"].startswith("Invalid request: bad.pot: line 4: not a valid")
     bomb = file_server.post("/translate_file", data={"source": "de", "target": "en"}, files={"file": ("a.xlf", LAUGHS)})
-    assert bomb.status_code == 400 and "a.xlf: declares a DTD or entities" in bomb.json()["error"]
+    assert bomb.status_code == 400 and "a.xlf: declares entities" in bomb.json()["error"]

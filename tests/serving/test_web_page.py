@@ -135,5 +135,5 @@ def test_page_file_tab_uploads_a_document_and_links_the_translation(served, brow
     browser.find_element(By.ID, "source-file").send_keys(str(tmp_path / "notes.rtf"))
     browser.find_element(By.ID, "translate-button").click()
     error = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "error").text)
-    assert "notes.rtf: mt translates .docx" in error
+    assert "notes.rtf: mt translates .arb, .docx" in error
     assert not browser.find_elements(By.ID, "download-link")

@@ -1,0 +1,228 @@
+"""Qt Linguist .ts files: each message without a translation gets one, marked `type="unfinished"`; every other
+byte of the file is written back as it came.
+
+The file is parsed first with defusedxml (no entities: an entity bomb is refused in one line; the
+`<!DOCTYPE TS>` lupdate writes declares none and passes) to check that its root is `<TS>`; its elements are then
+located in its own characters by mt/documents/html_events.py, as XLIFF's are, and only `<translation>` elements
+are written. A message is translated when its `<translation>` is empty, self-closed or missing, unless it is
+`vanished` or `obsolete` (lupdate's marks for a message gone from the program); with `retranslate`, every
+message but those.
+
+A `<source>` is read as the text it holds: XML's escapes undone, but `&` kept as the entity `&amp;`, so that the
+escaped tags of rich text (`&lt;b&gt;`) are tags, a shortcut's `&amp;` stays with the letter after it, and Qt's
+arguments (`%1`, `%L1`, `%n`, `%Ln`) are placeholders (mt/documents/placeholders.py); the translation is
+written XML-escaped. A source holding elements (Qt's `<byte value="..."/>` for a control character) is left.
+
+`type="unfinished"` is Qt's mark for a translation no one has accepted yet: Linguist shows it as such, and
+lrelease puts it in the .qm file all the same unless given -nounfinished. A numerus message (`numerus="yes"`,
+its count `%n`) gets one `<numerusform>` per plural form of the file's `language` (else of the target language,
+mt/documents/plurals.py), each translated with its number in place of %n (mt/documents/messages.py); one in a
+language mt knows no plural forms of is left. A message whose translation would lose a placeholder gets an empty
+translation marked unfinished (with `retranslate`, one translated before keeps its translation as it was).
+`notes` counts what was left.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mt.documents.file_checks import decoded, xml_root
+from mt.documents.html_events import html_events
+from mt.documents.inline_markup import Fragments
+from mt.documents.messages import Localization, Messages, numbered, plain
+from mt.documents.plurals import for_language
+
+COUNT = re.compile(r"%L?n")  # the number a numerus message's form is for
+LEFT = ("vanished", "obsolete")  # a message gone from the program's sources, kept for the record
+BEFORE_TRANSLATION = {"source", "oldsource", "comment", "oldcomment", "extracomment", "translatorcomment"}
+TYPE = re.compile(r"""\stype\s*=\s*("[^"]*"|'[^']*')""")
+
+
+@dataclass
+class Message:
+    """Where a message is in the file: its source's contents [start, end); where a missing translation goes
+    (`after`, the end of the last element a translation follows, with the whitespace before that element); its
+    translation element [translation_start, translation_end), if it has one, with its open tag (a self-closed
+    one's written as open), its contents from `inner_start`, its type and the whitespace before it."""
+    numerus: bool
+    start: int | None = None
+    end: int | None = None
+    after: int = 0
+    indent: str = ""
+    translation_start: int | None = None
+    translation_end: int = 0
+    translation_open: str = ""
+    inner_start: int = 0
+    inner: str = ""
+    type: str = ""
+    translation_indent: str = ""
+
+
+@dataclass
+class Fill:
+    """A message mt translates, and its messages (mt/documents/messages.py): one, or one per plural form."""
+    message: Message
+    indices: list[int] = field(default_factory=list)
+
+
+class TsDocument:
+    """`sentences` to translate; `render` gives the .ts file's bytes with their translations; `notes` what the last
+    render could not do."""
+
+    def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
+        root = xml_root(data, name, "TS", "a Qt .ts file")
+        self.name, self.text = name, decoded(data, name)
+        self.forms = for_language(root.get("language") or options.target)
+        self.messages, self.fills = Messages(), []
+        self.unsized = self.holding = self.refused = 0
+        for message in _messages(self.text):
+            if message.type in LEFT or (_has_text(message.inner) and not options.retranslate):
+                continue
+            source = self.text[message.start:message.end]
+            if "<" in source:
+                self.holding += 1
+            elif message.numerus and self.forms is None:
+                self.unsized += 1
+            elif source.strip():
+                self.fills.append(Fill(message, self._added(_read(source), message.numerus)))
+        self.sentences = self.messages.sentences
+
+    def _added(self, text: str, numerus: bool) -> list[int]:
+        """The messages of a source text: itself, or one per plural form with its number in place of %n."""
+        if not numerus:
+            return [self.messages.add([plain(text)])]
+        found = []
+        for index in range(self.forms.count):
+            number = self.forms.example(index)
+            first = numbered(text, number, COUNT) if number is not None else None
+            found.append(self.messages.add([first, plain(text)]))
+        return found
+
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
+        found = self.messages.translated(translations, fragments=fragments)
+        self.refused, edits = 0, []
+        for fill in self.fills:
+            texts = [found[i] for i in fill.indices]
+            if any(t is None for t in texts):
+                self.refused += 1
+                edits.append(self._edit(fill.message, None))
+            else:
+                edits.append(self._edit(fill.message, [_written(t) for t in texts]))
+        out, at = [], 0
+        for start, end, replacement in sorted(e for e in edits if e is not None):
+            out += [self.text[at:start], replacement]
+            at = end
+        out.append(self.text[at:])
+        return "".join(out).encode("utf-8")
+
+    def _edit(self, message: Message, texts: list[str] | None) -> tuple[int, int, str] | None:
+        """(start, end, replacement) of a message's translation: `texts` in it (one per form of a numerus one),
+        marked unfinished; without `texts`, an empty one marked unfinished (one that has text is left)."""
+        if texts is None and _has_text(message.inner):
+            return None
+        contents = message.inner if texts is None else self._contents(message, texts)
+        if message.translation_start is None:
+            element = f'<translation type="unfinished">{contents}</translation>'
+            return message.after, message.after, message.indent + element
+        element = f"{_unfinished(message.translation_open)}{contents}</translation>"
+        return message.translation_start, message.translation_end, element
+
+    def _contents(self, message: Message, texts: list[str]) -> str:
+        """A translation's contents: the text, or a numerus message's forms, each on a line of its own where the
+        file has lines (indented as the forms already there, else one step in from the translation)."""
+        if not message.numerus:
+            return texts[0]
+        inner = message.inner
+        if "<numerusform" in inner:
+            before, close = inner[:len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()):]
+        else:
+            close = message.translation_indent if message.translation_start is not None else message.indent
+            before = close + ("\t" if close.endswith("\t") else "    ") if close else ""
+        return "".join(f"{before}<numerusform>{text}</numerusform>" for text in texts) + close
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.refused:
+            out.append(f"{self.name}: {self.refused} messages left untranslated and marked unfinished: a placeholder "
+                       "or tag would not come back from their translation")
+        if self.unsized:
+            out.append(f"{self.name}: {self.unsized} numerus messages left untranslated: the file's language (the "
+                       "language attribute of <TS>) and the target language are unknown or have no known plural "
+                       "forms")
+        if self.holding:
+            out.append(f"{self.name}: {self.holding} messages left untranslated: their source holds XML elements "
+                       "(<byte/>), which mt does not translate around")
+        return out
+
+
+def _read(source: str) -> str:
+    """A source's text as the model reads it: XML's escapes undone, `&` as `&amp;` (a placeholder)."""
+    return html.unescape(source).replace("&", "&amp;")
+
+
+def _written(text: str) -> str:
+    """A translation (as `_read` gives its source) as the file holds it."""
+    return html.escape(text.replace("&amp;", "&"), quote=False)
+
+
+def _has_text(inner: str) -> bool:
+    """Whether a translation's contents hold text (in `<numerusform>`s or `<lengthvariant>`s too)."""
+    return bool(re.sub(r"<[^>]*>", "", inner).strip())
+
+
+def _unfinished(tag: str) -> str:
+    """A `<translation>` open tag with type="unfinished", its other attributes as they were."""
+    found = TYPE.search(tag)
+    if found:
+        return f'{tag[:found.start()]} type="unfinished"{tag[found.end():]}'
+    return f'{tag[:-1].rstrip()} type="unfinished">'
+
+
+def _messages(text: str) -> list[Message]:
+    """The file's messages with a source, in order, their source and translation located (direct children of the
+    message only)."""
+    messages, stack, offset = [], [], 0
+    current: Message | None = None
+    blank = ""  # the whitespace right before the current tag
+    for event in html_events(text):
+        start, offset = offset, offset + len(event.raw)
+        if event.kind == "text":
+            blank = event.raw if not event.raw.strip() else ""
+            continue
+        parent = stack[-1] if stack else ""
+        inside = current is not None and parent == "message"
+        if event.role == "open":
+            stack.append(event.name)
+            attrs = dict(event.attrs)
+            if event.name == "message":
+                current = Message(numerus=attrs.get("numerus") == "yes")
+            elif inside and event.name == "source":
+                current.start = offset
+            elif inside and event.name == "translation":
+                current.translation_start, current.translation_open, current.inner_start = start, event.raw, offset
+                current.type, current.translation_indent = attrs.get("type") or "", blank
+            if inside and event.name in BEFORE_TRANSLATION:
+                current.indent = blank
+        elif event.role == "close" and stack and stack[-1] == event.name:
+            owned = current is not None and len(stack) >= 2 and stack[-2] == "message"
+            if owned and event.name == "source":
+                current.end = start
+            elif owned and event.name == "translation":
+                current.translation_end, current.inner = offset, text[current.inner_start:start]
+            elif current is not None and event.name == "message":
+                messages.append(current)
+                current = None
+            if owned and event.name in BEFORE_TRANSLATION:
+                current.after = offset
+            stack.pop()
+        elif event.role == "void" and inside and event.name == "translation":
+            current.translation_start, current.translation_end = start, offset
+            current.translation_open = event.raw[:-2].rstrip() + ">"
+            current.type, current.translation_indent = dict(event.attrs).get("type") or "", blank
+        elif event.role == "void" and inside and event.name in BEFORE_TRANSLATION:
+            current.after, current.indent = offset, blank
+        blank = ""
+    return [m for m in messages if m.start is not None and m.end is not None]

@@ -68,9 +68,10 @@ def _synthetic(n, rng):
 
 @pytest.mark.slow
 def test_synthetic_reverse_and_map_task_reaches_bleu_90(tmp_path):
-    """Seed 1 reached greedy BLEU 93.9 after the loss's gradient was written out (the same gradient, rounded
-    differently, hence another trajectory; 97.9 before), seeds 2 and 3 98.8 and 99.0: 90 leaves room for a
-    seed's luck and still fails a model that does not learn the task."""
+    """1,600 updates: with the data and training seeded alike (`_synthetic`'s and train.seed), seed 1 reached
+    greedy BLEU 95.6 after 1,250 updates and 96.7 after 2,500, seed 2 87.0 after 1,250 and 96.1 after 1,600, seed
+    3 93.1 after 1,250, seed 4 97.8 after 1,600: 90 leaves room for a seed's luck and still fails a model that does
+    not learn the task."""
     rng = random.Random(1)
     train_src, train_tgt = _synthetic(6000, rng)
     seen = set(train_src)
@@ -88,9 +89,9 @@ def test_synthetic_reverse_and_map_task_reaches_bleu_90(tmp_path):
            "--set", f"data.train_src={tmp_path / 'train.src'}", "--set", f"data.train_tgt={tmp_path / 'train.tgt'}",
            "--set", f"data.dev_src={tmp_path / 'dev.src'}", "--set", f"data.dev_tgt={tmp_path / 'dev.tgt'}",
            "--set", "tokenizer.vocab_size=100", "--set", "model.d_model=128", "--set", "model.d_ff=256",
-           "--set", "model.dropout=0.0", "--set", "train.max_steps=2500", "--set", "train.warmup_steps=300",
+           "--set", "model.dropout=0.0", "--set", "train.max_steps=1600", "--set", "train.warmup_steps=300",
            "--set", "train.batch_tokens=1500", "--set", "train.lr_scale=0.5",
-           "--set", "train.eval_every=1250", "--set", "train.save_every=1250",
+           "--set", "train.eval_every=800", "--set", "train.save_every=800",
            "--set", "train.log_every=100", timeout=3600)  # a hang guard, not a speed check: busy machines are slow
     trained = time.perf_counter() - start
     result = json.loads(run_mt("evaluate", "-c", tmp_path / "run" / "checkpoint_best.pt", "--src",
@@ -102,8 +103,9 @@ def test_synthetic_reverse_and_map_task_reaches_bleu_90(tmp_path):
     precision, recall = _reversal_alignment_scores(tmp_path / "run" / "checkpoint_best.pt", dev_src, dev_tgt)
     print(f"synthetic task: word alignment precision {precision:.1%}, recall {recall:.1%} (source word i is "
           "target word n-1-i) on the correctly translated sentences")
-    assert precision >= 0.7 and recall >= 0.9  # seed 1 measured 80.5% and 99.8%: a target word of two pieces
-    # whose pieces attend to different source words adds a wrong link; a missed link is rare
+    # seeds 1-4 measured 78-89% and 98.7-99.8%: a target word of two pieces whose pieces attend to different source
+    # words adds a wrong link; a missed link is rare
+    assert precision >= 0.7 and recall >= 0.9
 
 
 def _reversal_alignment_scores(checkpoint, dev_src: list[str], dev_tgt: list[str]) -> tuple[float, float]:

@@ -17,9 +17,10 @@ written XML-escaped. A source holding elements (Qt's `<byte value="..."/>` for a
 lrelease puts it in the .qm file all the same unless given -nounfinished. A numerus message (`numerus="yes"`,
 its count `%n`) gets one `<numerusform>` per plural form of the file's `language` (else of the target language,
 mt/documents/plurals.py), each translated with its number in place of %n (mt/documents/messages.py); one in a
-language mt knows no plural forms of is left. A message whose translation would lose a placeholder gets an empty
-translation marked unfinished (with `retranslate`, one translated before keeps its translation as it was).
-`notes` counts what was left.
+language mt knows no plural forms of is left. A message whose translation would lose a placeholder (checked in
+the text the model read, and again in the string the program will hold: a literal `&amp;` is read as `&` and
+`amp;`) gets an empty translation marked unfinished (with `retranslate`, one translated before keeps its
+translation as it was). `notes` counts what was left.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mt.documents.file_checks import decoded, xml_root
 from mt.documents.html_events import html_events
 from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, numbered, plain
+from mt.documents.placeholders import kept
 from mt.documents.plurals import for_language
 
 COUNT = re.compile(r"%L?n")  # the number a numerus message's form is for
@@ -66,6 +68,7 @@ class Fill:
     """A message mt translates, and its messages (mt/documents/messages.py): one, or one per plural form."""
     message: Message
     indices: list[int] = field(default_factory=list)
+    source: str = ""  # the source string as the program holds it
 
 
 class TsDocument:
@@ -87,7 +90,7 @@ class TsDocument:
             elif message.numerus and self.forms is None:
                 self.unsized += 1
             elif source.strip():
-                self.fills.append(Fill(message, self._added(_read(source), message.numerus)))
+                self.fills.append(Fill(message, self._added(_read(source), message.numerus), html.unescape(source)))
         self.sentences = self.messages.sentences
 
     def _added(self, text: str, numerus: bool) -> list[int]:
@@ -106,7 +109,7 @@ class TsDocument:
         self.refused, edits = 0, []
         for fill in self.fills:
             texts = [found[i] for i in fill.indices]
-            if any(t is None for t in texts):
+            if any(t is None or not kept(fill.source, _string(t)) for t in texts):
                 self.refused += 1
                 edits.append(self._edit(fill.message, None))
             else:
@@ -163,9 +166,14 @@ def _read(source: str) -> str:
     return html.unescape(source).replace("&", "&amp;")
 
 
+def _string(text: str) -> str:
+    """A translation (as `_read` gives its source) as the program holds it."""
+    return text.replace("&amp;", "&")
+
+
 def _written(text: str) -> str:
     """A translation (as `_read` gives its source) as the file holds it."""
-    return html.escape(text.replace("&amp;", "&"), quote=False)
+    return html.escape(_string(text), quote=False)
 
 
 def _has_text(inner: str) -> bool:

@@ -237,6 +237,17 @@ def test_a_ts_message_that_would_lose_a_placeholder_gets_an_empty_unfinished_tra
                                 "would not come back from their translation"]
 
 
+def test_a_ts_translation_is_checked_again_as_the_string_the_program_holds():
+    """A literal `&amp;` (`&amp;amp;` in the file) reaches the model as the placeholder `&amp;` and the word `amp;`:
+    a translation that keeps the placeholder but not `amp;` would hold the entity `&Datei;`, and is not written."""
+    source = ('<?xml version="1.0" encoding="utf-8"?>\n<TS version="2.1" language="en"><context><name>x</name>\n'
+              '<message><source>Neue &amp;amp; Datei</source><translation type="unfinished"/></message>\n'
+              '</context></TS>\n').encode()
+    document = TsDocument(source, Path("app.ts"))
+    assert document.render([("&amp;Datei;", None)]) == source.replace(b"unfinished\"/>", b"unfinished\"></translation>")
+    assert document.notes()[0].startswith("app.ts: 1 messages left untranslated and marked unfinished")
+
+
 def test_retranslate_fills_translated_messages_too_but_not_vanished_ones():
     document = TsDocument(ts_file().encode(), Path("app.ts"), Localization(retranslate=True))
     out = document.render(same({"Datei öffnen": "Open the file"})(document)).decode()

@@ -15,11 +15,18 @@ against the reference; an entry left empty (a translation that would have lost a
 output. The rows of translated strings (plain lines, LibreTranslate) are written into a copy of the PO file
 (flagged fuzzy, the plural's forms from its singular and plural msgid) for the same file checks.
 
+With --resource-files, the singular entries' strings (those whose dev sentence has no `&<>\\`) also go into a
+JSON, a Java .properties, an Android strings.xml and a Qt .ts file, each translated with `mt translate -i` and
+read back with translate-toolkit; "left empty" counts there the strings left in the source language (or, in the
+.ts file, left empty) because a placeholder would not come back.
+
     .venv/bin/python scripts/bench_localization.py --model runs/demo/checkpoint_best.pt [--lines 500]
-        [--ltvenv .venv-lt | --ltvenv none]
+        [--ltvenv .venv-lt | --ltvenv none] [--resource-files]
 """
 
 import argparse
+import html
+import json
 import re
 import subprocess
 import sys
@@ -31,6 +38,7 @@ from pathlib import Path
 import httpx
 import polib
 import sacrebleu
+from translate.storage import aresource, jsonl10n, properties, ts2
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -150,6 +158,40 @@ def libretranslate(model: str, ltvenv: Path, strings: list[str], work: Path) -> 
     return out
 
 
+def resource_files(found: list[tuple[polib.POEntry, str, str]], model: str, work: Path) -> dict[str, dict]:
+    """The singular entries' strings (those whose dev sentence has no `&<>\\`, which each format escapes its own
+    way) in a JSON, a Java .properties, an Android strings.xml and a Qt .ts file, each translated with
+    `mt translate -i` and read back with translate-toolkit: a row each."""
+    chosen = [(e.msgid, r) for e, source, r in found if not e.msgid_plural and not re.search(r"[&<>\\]", source)]
+    strings, references = [s for s, _ in chosen], [r for _, r in chosen]
+    android = [s.replace("\\", "\\\\").replace("'", "\\'").replace('"', '\\"') for s in strings]
+    files = {
+        "json": json.dumps({f"s{i}": s for i, s in enumerate(strings)}, ensure_ascii=False, indent=2),
+        "properties": "".join(f"s{i} = {s}\n" for i, s in enumerate(strings)),
+        "xml": "<resources>\n" + "".join(f'  <string name="s{i}">{s}</string>\n' for i, s in enumerate(android))
+               + "</resources>\n",
+        "ts": '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE TS>\n<TS version="2.1" language="en" '
+              'sourcelanguage="de">\n<context>\n  <name>bench</name>\n' + "".join(
+                  f'  <message>\n    <source>{html.escape(s, quote=False)}</source>\n    <translation '
+                  'type="unfinished"></translation>\n  </message>\n' for s in strings) + "</context>\n</TS>\n",
+    }
+    readers = {"json": jsonl10n.JsonFile, "properties": properties.propfile, "xml": aresource.AndroidResourceFile,
+               "ts": ts2.tsfile}
+    rows = {}
+    for ext, text in files.items():
+        (work / f"bench.{ext}").write_text(text, encoding="utf-8")
+        proc, seconds = mt("translate", "-c", model, "-i", work / f"bench.{ext}", "-o", work / f"out.{ext}")
+        read = readers[ext].parsestring((work / f"bench.{ext}").read_bytes()).units
+        written = readers[ext].parsestring((work / f"out.{ext}").read_bytes()).units
+        sources = [u.source for u in read if u.getid() or ext == "ts"]
+        outputs = [(u.target if ext == "ts" else u.source) for u in written if u.getid() or ext == "ts"]
+        assert len(sources) == len(outputs) == len(strings), (ext, len(sources), len(outputs), len(strings))
+        left = sum(o == s or not o for s, o in zip(sources, outputs))  # kept in the source language, or empty
+        rows[f"`mt translate -i bench.{ext}`"] = {**scores(sources, outputs, references), "left empty": left,
+                                                  "valid file": "yes", "seconds": f"{seconds:.1f}"}
+    return rows
+
+
 def mt(*args, input: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "mt", *map(str, args)], cwd=ROOT, input=input, text=True,
@@ -162,6 +204,8 @@ def main() -> None:
     parser.add_argument("--model", default=str(ROOT / "runs" / "demo" / "checkpoint_best.pt"))
     parser.add_argument("--lines", type=int, default=500)
     parser.add_argument("--ltvenv", default=str(ROOT / ".venv-lt"), help="LibreTranslate's virtualenv, or none")
+    parser.add_argument("--resource-files", action="store_true", help="also the singular strings in JSON, "
+                        ".properties, Android and Qt files")
     args = parser.parse_args()
     found = entries(args.lines)
     sources = [e.msgid_plural or e.msgid for e, _, _ in found]
@@ -189,6 +233,8 @@ def main() -> None:
                 rows[f"LibreTranslate /translate, format {fmt}"] = {
                     **scores(sources, outputs, references), "valid file": file_checks(work / f"lt-{fmt}.po"),
                     "seconds": f"{seconds:.1f}"}
+        if args.resource_files:
+            rows.update(resource_files(found, args.model, work))
         proc, seconds = mt("translate", "-c", args.model, input="\n".join(s for _, s, _ in found) + "\n")
         bleu = sacrebleu.corpus_bleu(proc.stdout.splitlines(), [references]).score
         rows["mt translate, the sources without placeholders"] = {

@@ -8,19 +8,20 @@ are written. A message is translated when its `<translation>` is empty, self-clo
 `vanished` or `obsolete` (lupdate's marks for a message gone from the program); with `retranslate`, every
 message but those.
 
-A `<source>` is read as the text it holds: XML's escapes undone, but `&` kept as the entity `&amp;`, so that the
-escaped tags of rich text (`&lt;b&gt;`) are tags, a shortcut's `&amp;` stays with the letter after it, and Qt's
-arguments (`%1`, `%L1`, `%n`, `%Ln`) are placeholders (mt/documents/placeholders.py); the translation is
-written XML-escaped. A source holding elements (Qt's `<byte value="..."/>` for a control character) is left.
+A `<source>` is read as the text it holds: XML's escapes undone, so that the escaped tags of rich text
+(`&lt;b&gt;`) are tags and its entities (`&amp;amp;`) entities, and a `&` that starts no entity (a shortcut's,
+`&amp;File`) read as `&#38;`, which stays with the letter after it; Qt's arguments (`%1`, `%L1`, `%n`, `%Ln`) are
+placeholders (mt/documents/placeholders.py); the translation is written XML-escaped. A source holding elements
+(Qt's `<byte value="..."/>` for a control character) is left.
 
-`type="unfinished"` is Qt's mark for a translation no one has accepted yet: Linguist shows it as such, and
-lrelease puts it in the .qm file all the same unless given -nounfinished. A numerus message (`numerus="yes"`,
-its count `%n`) gets one `<numerusform>` per plural form of the file's `language` (else of the target language,
+`type="unfinished"` is Qt's mark for a translation no one has accepted yet: Linguist shows it as such, and lrelease
+puts it in the .qm file all the same unless given -nounfinished. A numerus message (`numerus="yes"`, its count
+`%n`) gets one `<numerusform>` per plural form of the file's `language` (else of the target language,
 mt/documents/plurals.py), each translated with its number in place of %n (mt/documents/messages.py); one in a
-language mt knows no plural forms of is left. A message whose translation would lose a placeholder (checked in
-the text the model read, and again in the string the program will hold: a literal `&amp;` is read as `&` and
-`amp;`) gets an empty translation marked unfinished (with `retranslate`, one translated before keeps its
-translation as it was). `notes` counts what was left.
+language mt knows no plural forms of is left. A message whose translation would lose a placeholder (checked in the
+text the model read, and again in the string the program will hold, where a shortcut's `&` and the word after it
+could make an entity) gets an empty translation marked unfinished (with `retranslate`, one translated before keeps
+its translation as it was). `notes` counts what was left.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from mt.documents.plurals import for_language
 COUNT = re.compile(r"%L?n")  # the number a numerus message's form is for
 LEFT = ("vanished", "obsolete")  # a message gone from the program's sources, kept for the record
 BEFORE_TRANSLATION = {"source", "oldsource", "comment", "oldcomment", "extracomment", "translatorcomment"}
+BARE_AMPERSAND = re.compile(r"&(?!(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]\w*);)")
 TYPE = re.compile(r"""\stype\s*=\s*("[^"]*"|'[^']*')""")
 
 
@@ -162,13 +164,14 @@ class TsDocument:
 
 
 def _read(source: str) -> str:
-    """A source's text as the model reads it: XML's escapes undone, `&` as `&amp;` (a placeholder)."""
-    return html.unescape(source).replace("&", "&amp;")
+    """A source's text as the model reads it: XML's escapes undone, a `&` that starts no entity (a shortcut's) as
+    `&#38;`, a placeholder as the entities of rich text are."""
+    return BARE_AMPERSAND.sub("&#38;", html.unescape(source))
 
 
 def _string(text: str) -> str:
     """A translation (as `_read` gives its source) as the program holds it."""
-    return text.replace("&amp;", "&")
+    return text.replace("&#38;", "&")
 
 
 def _written(text: str) -> str:

@@ -238,14 +238,20 @@ def test_a_ts_message_that_would_lose_a_placeholder_gets_an_empty_unfinished_tra
 
 
 def test_a_ts_translation_is_checked_again_as_the_string_the_program_holds():
-    """A literal `&amp;` (`&amp;amp;` in the file) reaches the model as the placeholder `&amp;` and the word `amp;`:
-    a translation that keeps the placeholder but not `amp;` would hold the entity `&Datei;`, and is not written."""
+    """A shortcut's `&` reaches the model as the placeholder `&#38;`, a rich text's `&amp;` as the placeholder it is;
+    a translation whose words after the shortcut's `&` would make an entity (`&amp;`) is not written."""
     source = ('<?xml version="1.0" encoding="utf-8"?>\n<TS version="2.1" language="en"><context><name>x</name>\n'
+              '<message><source>&amp;Datei öffnen</source><translation type="unfinished"/></message>\n'
               '<message><source>Neue &amp;amp; Datei</source><translation type="unfinished"/></message>\n'
               '</context></TS>\n').encode()
     document = TsDocument(source, Path("app.ts"))
-    assert document.render([("&amp;Datei;", None)]) == source.replace(b"unfinished\"/>", b"unfinished\"></translation>")
+    assert [m[0].source for m in document.messages.candidates] == ["&#38;Datei öffnen", "Neue &amp; Datei"]
+    out = document.render([("amp; file", None), ("New file", None)]).decode()
+    assert '<source>&amp;Datei öffnen</source><translation type="unfinished"></translation>' in out
+    assert '<translation type="unfinished">New file &amp;amp;</translation>' in out  # no alignment: placed last
     assert document.notes()[0].startswith("app.ts: 1 messages left untranslated and marked unfinished")
+    out = document.render([("Open file", None), ("New file", None)]).decode()
+    assert '<translation type="unfinished">&amp;Open file</translation>' in out and not document.notes()
 
 
 def test_retranslate_fills_translated_messages_too_but_not_vanished_ones():

@@ -29,8 +29,8 @@ def xml_root(data: bytes, name: Path, root: str, kind: str):
         raise MtError(f"{name}: declares entities, which {kind} needs not: refused") from None
     except safe.ParseError as e:
         line, column = e.position
-        raise MtError(f"{name}: line {line}: not well-formed XML ({str(e).split(':')[0]}, column {column + 1})") \
-            from None
+        raise MtError(f"{name}: line {line}: not well-formed XML ({str(e).split(':')[0]}, column {column + 1}); is "
+                      f"it {kind}?") from None
     found = element.tag.rsplit("}", 1)[-1]
     if found != root:
         raise MtError(f"{name}: line 1: not {kind} (its root is <{found}>)")

@@ -274,6 +274,8 @@ def test_a_ts_source_holding_elements_is_left():
 def test_bad_ts_files_are_one_line_each_and_write_nothing(model, tmp_path):
     cases = {
         "text.ts": (b"Hallo Welt\n", "line 1: not well-formed XML (syntax error, column 1)"),
+        "code.ts": (b"export const x = 1;\n", "line 1: not well-formed XML (syntax error, column 1); is it a Qt .ts "
+                                              "file?"),  # TypeScript's extension too
         "cut.ts": (ts_file()[:420].encode(), "line 13: not well-formed XML (no element found"),
         "bomb.ts": (LAUGHS, "declares entities, which a Qt .ts file needs not: refused"),
         "html.ts": (b"<!DOCTYPE html><html><p>x</p></html>", "line 1: not a Qt .ts file (its root is <html>)"),

@@ -9,13 +9,14 @@ from pathlib import Path
 from mt.errors import MtError, needs
 
 
-def decoded(data: bytes, name: Path) -> str:
-    """A file's UTF-8 text (a byte-order mark dropped)."""
+def decoded(data: bytes, name: Path, kind: str | None = None) -> str:
+    """A file's UTF-8 text (a byte-order mark dropped); the error asks whether it is `kind`, if given."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
-        raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
+        asked = f"; is it {kind}?" if kind else ""
+        raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x}){asked}") from None
 
 
 def xml_root(data: bytes, name: Path, root: str, kind: str):

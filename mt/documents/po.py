@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mt.documents.file_checks import decoded
 from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, numbered, plain
 from mt.documents.plurals import for_language, parsed
@@ -221,8 +222,4 @@ def _decoded(data: bytes, name: Path) -> str:
     charset = found.group(1).decode("ascii").lower() if found else "utf-8"
     if charset not in CHARSETS:
         raise MtError(f"{name}: charset {charset}: mt reads UTF-8 PO files (msgconv --to-code=UTF-8 converts one)")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise MtError(f"{name}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x}); is it a PO file?") from None
+    return decoded(data, name, "a PO file")

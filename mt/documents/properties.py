@@ -25,6 +25,7 @@ from mt.errors import MtError
 
 ARGUMENT = re.compile(r"\{\d+(?:\s*,[^{}]*)?\}")  # MessageFormat's {0}, {1,number,#}
 ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+ESCAPED = {c: "\\" + letter for letter, c in ESCAPES.items()}  # how each is written
 LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -76,8 +77,8 @@ class PropertiesDocument:
         for i, c in enumerate(value):
             if c == "\\":
                 out.append("\\\\")
-            elif c in "\t\n\r\f":
-                out.append("\\" + next(k for k, v in ESCAPES.items() if v == c))
+            elif c in ESCAPED:
+                out.append(ESCAPED[c])
             elif c == " " and i == 0:
                 out.append("\\ ")  # a leading space would be read as part of the separator
             elif self.ascii and not c.isascii():

@@ -12,7 +12,7 @@ ONNX_DEPS := $(VENV)/onnx-deps
 LT_VENV := .venv-lt
 LT_STAMP := $(LT_VENV)/.installed
 
-.PHONY: test test-fast demo setup clean
+.PHONY: test test-fast demo setup clean system-packages
 
 setup: $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
 
@@ -41,6 +41,11 @@ $(LT_STAMP):
 $(BROWSER): examples/browser/package-lock.json
 	cd examples/browser && npm ci --ignore-scripts --no-audit --no-fund
 
+# The system tools the tests need (chromium and chromedriver, node and npm, a C compiler, gettext, Qt's lrelease):
+# apt-get installs those missing when run as root; otherwise the script names the apt-get line to run.
+system-packages:
+	bash scripts/system_packages.sh $(PYTHON)
+
 # Every library's matrix code capped at AVX2 (no AVX-512, no VNNI), as on an AMD EPYC up to Zen 3 or an older Intel
 # CPU, with CTranslate2 on oneDNN as it is on AMD: int8 products saturate there and not on a VNNI CPU.
 AVX2_ONLY := ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2 \
@@ -48,12 +53,12 @@ AVX2_ONLY := ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 FBGEMM_ENABLE_
 
 # Two workers (pytest-xdist) for everything but the tests that measure time or memory, which then run alone; then
 # the int8 tests again on an AVX2-only CPU.
-test: $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
+test: system-packages $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not timing"
 	$(BIN)/python -m pytest -q -m timing
 	$(AVX2_ONLY) $(BIN)/python -m pytest -q -n 2 -m int8
 
-test-fast: $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
+test-fast: system-packages $(STAMP) $(BROWSER) $(ONNX_DEPS) $(LT_STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 demo: $(STAMP)

@@ -352,7 +352,10 @@ def serve(
                                                     "need one of the keys (api_key).")] = None,
     max_chars: Annotated[int, typer.Option(min=1, help="Characters per request.")] = 20_000,
     max_sentences: Annotated[int, typer.Option(min=1, help="Sentences (native: lines) per request.")] = 500,
-    max_queued_tokens: Annotated[int, typer.Option(min=1, help="Source tokens queued per model; more: 503.")] = 100_000,
+    max_queued_tokens: Annotated[int, typer.Option(min=1, help="Source tokens queued per model; more wait for "
+                                                   "room.")] = 100_000,
+    queue_wait: Annotated[float, typer.Option(min=0, help="Seconds a request waits for room in a full queue; "
+                                              "then 503.")] = 10.0,
     batching: Annotated[bool, typer.Option(help="Decode the sentences of concurrent requests together (off: one "
                                            "request at a time).")] = True,
     log_text: Annotated[bool, typer.Option("--log-text", help="Log request texts (off: sizes only).")] = False,
@@ -397,7 +400,7 @@ def serve(
              "keep_alive_timeout": keep_alive_timeout, "shutdown_grace": shutdown_grace, "cors_origins": cors_origins,
              "metrics_token": metrics_auth_token}
     http = HttpSettings(**{name: value for name, value in given.items() if value is not None})
-    settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens), api_keys,
+    settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens, queue_wait_s=queue_wait), api_keys,
                              batching, log_text, threads, parallel_batches, http, quantize)
     run(load_server(specs, settings, _warn), settings)
 

@@ -1,13 +1,14 @@
 """Placeholders kept out of what the model sees, and put back where the word alignment says, each exactly once.
 
-A message of software (a PO entry, an XLIFF unit, a line given with `--placeholders`) holds text the program
-fills in or reads: printf directives (`%s`, `%d`, `%1$s`, `%(name)s`, `%%`), Qt's and KDE's `%1` and `%L1`,
-braces (`{0}`, `{name}`, `{0:.2f}`, `{{ var }}`), shell and template variables (`$HOME`, `${x}`), entities
-(`&amp;`) and inline XML or HTML tags. Each is taken out of the text (`protected`): the model translates the
-words around it, and the placeholder goes back as HTML's inline markup does (mt/documents/inline_markup.py): a
-tag pair around the target words aligned to the words inside it, a lone placeholder where the word after it went
-(else after the word before it), with a space either side where the source had one. A printf directive with
-the space flag (`% d`) is not taken for one: "100% sure" is text.
+A message of software (a PO entry, an XLIFF unit, a line given with `--placeholders`) holds text the program fills
+in or reads: printf directives (`%s`, `%d`, `%1$s`, `%(name)s`, `%%`), Qt's and KDE's `%1` and `%L1`, braces (`{0}`,
+`{name}`, `{0:.2f}`, `{{ var }}`), shell and template variables (`$HOME`, `${x}`), entities (`&amp;`), inline XML or
+HTML tags, and the markers Weblate puts in place of a string's own placeholders before it asks a machine translation
+service (`[X7X]`: `WEBLATE_MARKER`). Each is taken out of the text (`protected`): the model translates the words
+around it, and the placeholder goes back as HTML's inline markup does (mt/documents/inline_markup.py): a tag pair
+around the target words aligned to the words inside it, a lone placeholder where the word after it went (else after
+the word before it), with a space either side where the source had one. A printf directive with the space flag
+(`% d`) is not taken for one: "100% sure" is text.
 
 `kept` is the check: the rendered text holds every placeholder of the source exactly as often, unchanged, and
 no other. A translation that fails it (the model wrote a `%s` of its own) is not to be written.
@@ -21,8 +22,10 @@ from dataclasses import dataclass
 
 from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit
 
+WEBLATE_MARKER = re.compile(r"\[X\d+X\]")  # Weblate's stand-in for a placeholder at that offset: [X7X]
 PLACEHOLDER = re.compile(
-    r"%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
+    WEBLATE_MARKER.pattern  # first: [X7X] is one placeholder, not a bracket around X7X
+    + r"|%(?:\d+\$|\([\w.-]+\))?[-+#0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?"
     r"[diouxXeEfFgGaAcsSpn%@r]"  # printf: %s, %1$s, %(name)s, %-5.2f, %lld, Objective-C's %@
     r"|%L?\d+"  # Qt's and KDE's numbered arguments: %1, %L2
     r"|\{\{.*?\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}\s]*)?\}"  # braces: {{ var }}, {0}, {name}, {0:.2f}, {}

@@ -33,7 +33,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from mt.config import DecodeConfig, decode_with
-from mt.serving.decode_thread import DecodeWorker, Overloaded
+from mt.serving.decode_thread import DecodeWorker, Overloaded, QueueFull
 from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
 from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
@@ -45,6 +45,7 @@ from mt.decoding.text_front_end import TextBatch
 from mt.serving.fields import bool_field, int_field, request_fields
 from mt.documents.formats import read_document
 from mt.documents.messages import Localization, MessageText
+from mt.documents.placeholders import WEBLATE_MARKER
 from mt.documents.text import TextDocument
 from mt.serving.translated_files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
 from mt.serving.state import ServedModel, Server, ServeSettings
@@ -60,6 +61,7 @@ ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/t
 # A document's alignment pass (mt's model) runs on the decode thread in static batches of this many source tokens,
 # between decoding steps: a short request decoding meanwhile waits for at most one such batch.
 ALIGNMENT_PART_TOKENS = 1024
+QUEUE_POLL_S = 0.02  # how often a request waiting for room in a full queue tries again
 STOP_AFTER_GRACE_S = 5.0  # after the shutdown grace period, seconds the decoding of closed requests may take
 NATIVE_OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig))  # every decode option, by name
 
@@ -115,18 +117,19 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     protect = bool_field(body, "placeholders")  # mt's own: placeholders kept out of the model's way (messages.py)
     if protect and fmt != "text":
         raise HttpError(400, "Invalid request: placeholders: for format text (html's markup is kept anyway)")
+    # Weblate sends no `placeholders` and stands [X7X] in for each of a string's own: those texts are messages
+    markers = fmt == "text" and "placeholders" not in body
     detected = await _detected(server, texts, body.get("target")) if body.get("source") == "auto" else None
     if detected and detected["language"] == body.get("target"):  # as LibreTranslate's identity translation
         return JSONResponse(_as_sent(q, detected, alternatives))
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
-    kind = HtmlDocument if fmt == "html" else MessageText if protect else TextDocument
-    documents = await run_in_threadpool(lambda: [kind(t) for t in texts])
+    documents = await run_in_threadpool(lambda: [_document(t, fmt, protect, markers) for t in texts])
+    protecting = fmt == "html" or any(isinstance(d, MessageText) for d in documents)
     sentences = [s for document in documents for s in document.sentences]
     if len(sentences) > server.limits.max_sentences:
         raise HttpError(400, f"Invalid request: {len(sentences)} sentences, more than {server.limits.max_sentences}")
     # HTML's inline markup goes back where the word alignment of each whole sentence puts it.
-    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary,
-                                   alignment=fmt == "html" or protect)
+    found = await _translate_texts(request, served, sentences, alternatives + 1, glossary, alignment=protecting)
 
     def render(fragments: Fragments | None = None) -> tuple[list[str], list[list[str]], list[bool]]:
         results, alts, kept, at = [], [], [], 0
@@ -138,7 +141,7 @@ async def translate(request: Request, body: dict) -> JSONResponse:
             alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine], fragments)
                          for i in range(1, alternatives + 1)])
         return results, alts, kept
-    results, alts, kept = await _rendered(request, served, render, glossary) if fmt == "html" or protect else render()
+    results, alts, kept = await _rendered(request, served, render, glossary) if protecting else render()
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if protect:  # False: a placeholder would not come back, and the text is answered as sent
         answer["placeholdersKept"] = kept if isinstance(q, list) else kept[0]
@@ -147,6 +150,14 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     if detected:
         answer["detectedLanguage"] = [detected] * len(texts) if isinstance(q, list) else detected
     return JSONResponse(answer)
+
+
+def _document(text: str, fmt: str, protect: bool, markers: bool):
+    """How /translate reads one text: HTML, a message whose placeholders are kept (asked for, or a text holding
+    Weblate's markers), or plain text."""
+    if fmt == "html":
+        return HtmlDocument(text)
+    return MessageText(text) if protect or (markers and WEBLATE_MARKER.search(text)) else TextDocument(text)
 
 
 async def _detected(server: Server, texts: list[str], target) -> dict:
@@ -270,10 +281,7 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
     batch = await run_in_threadpool(lambda: TextBatch(tr, lines, opts, nbest=nbest, alignment=alignment))
-    try:
-        job = served.worker.submit(batch.todo)
-    except Overloaded as e:
-        raise HttpError(503, str(e), {"Retry-After": "1"}) from None
+    job = await _queued(request, served.worker, batch.todo, server.limits.queue_wait_s)
     found = await _wait_or_release(request, served.worker, job)
     hyps = batch.hypotheses(found)
     if alignment:  # on the decode thread, a static batch at a time between decoding steps (an export has none:
@@ -283,6 +291,24 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
     server.metrics.sentences.inc(len(batch.todo))
     server.metrics.tokens.inc(sum(len(h[0].tokens) for h in hyps if h))
     return await run_in_threadpool(batch.translations, hyps), batch.counts
+
+
+async def _queued(request: Request, worker: DecodeWorker, requests: list, wait_s: float):
+    """The worker's job of these sentences. A full queue is waited on for up to `wait_s` seconds before the 503:
+    LibreTranslate's server holds a request it cannot start yet, and a client such as Weblate turns the service
+    off for 30 minutes on a 503 (docs/serving.md)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return worker.submit(requests)
+        except QueueFull as e:
+            if time.monotonic() >= deadline:
+                raise HttpError(503, str(e), {"Retry-After": "1"}) from None
+        except Overloaded as e:
+            raise HttpError(503, str(e), {"Retry-After": "1"}) from None
+        if await request.is_disconnected():
+            raise HttpError(499, "client closed the request")
+        await asyncio.sleep(QUEUE_POLL_S)
 
 
 async def _wait_or_release(request: Request, worker: DecodeWorker, job):
@@ -302,10 +328,13 @@ async def _wait_or_release(request: Request, worker: DecodeWorker, job):
 
 
 async def languages(request: Request) -> JSONResponse:
+    """LibreTranslate's `GET /languages`: every language the server translates from or into, each with the
+    targets it translates into (none for a language served only as a target). Weblate, Discourse and Nextcloud
+    keep the codes alone and offer a direction when both of its languages are listed."""
     server: Server = request.app.state.server
-    sources = sorted({s for s, _ in server.models})
-    return JSONResponse([{"code": s, "name": LANGUAGE_NAMES.get(s, s),
-                          "targets": sorted(t for s2, t in server.models if s2 == s)} for s in sources])
+    codes = sorted({lang for pair in server.models for lang in pair})
+    return JSONResponse([{"code": c, "name": LANGUAGE_NAMES.get(c, c),
+                          "targets": sorted(t for s, t in server.models if s == c)} for c in codes])
 
 
 async def health(request: Request) -> JSONResponse:

@@ -36,7 +36,11 @@ TRIM_AFTER_IDLE_S = 1.0
 
 
 class Overloaded(Exception):
-    """The queue of source tokens is full: the request is refused now (503), never dropped later."""
+    """The server is shutting down: the request is refused now (503), never dropped later."""
+
+
+class QueueFull(Overloaded):
+    """The queue of source tokens is full: the request may wait for room (mt/serving/app.py), or is refused."""
 
 
 @dataclass(eq=False)
@@ -164,7 +168,7 @@ class DecodeWorker:
             if self.owner.stopping:
                 raise Overloaded("the server is shutting down")
             if self.queued_tokens and self.queued_tokens + job.tokens > self.max_queued_tokens:
-                raise Overloaded(f"{self.queued_tokens} source tokens are queued; try again shortly")
+                raise QueueFull(f"{self.queued_tokens} source tokens are queued; try again shortly")
             self.queued_tokens += job.tokens
             self.hooks.queued(self.queued_tokens)
             self.inbox.append(job)

@@ -35,6 +35,7 @@ class Limits:
     max_chars: int = 20_000  # characters of `q` per request
     max_sentences: int = 500  # sentences (or lines of the native endpoint) per request
     max_queued_tokens: int = 100_000  # source tokens waiting or decoding, over all requests of a model
+    queue_wait_s: float = 10.0  # how long a request waits for room in a full queue before its 503
     max_glossary_terms: int = 1_000  # entries of a request's glossary
     max_term_chars: int = 200  # characters of a glossary term
 

@@ -159,7 +159,8 @@ def test_quantize_int8_serves_what_mt_translate_quantize_int8_gives_and_says_so(
 
 
 def test_libretranslate_endpoints_answer_as_libretranslate_does(server, checkpoint):
-    assert server.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]}]
+    assert server.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]},
+                                               {"code": "en", "name": "English", "targets": []}]
     assert server.get("/health").json() == {"status": "ok"}
     assert server.get("/ready").status_code == 200
     lines = single_sentence_lines(3)
@@ -414,7 +415,9 @@ def test_api_keys_are_required_and_limited_per_minute(checkpoint, tmp_path):
 
 
 def test_a_full_queue_refuses_with_503_and_drops_nothing_it_accepted(checkpoint):
-    running = RunningServer(checkpoint, "--max-queued-tokens", "200")
+    """With --queue-wait 0 a request that finds the queue full is refused at once (by default it waits for room:
+    tests/serving/test_weblate.py)."""
+    running = RunningServer(checkpoint, "--max-queued-tokens", "200", "--queue-wait", "0")
     try:
         lines = dev_lines()[:40]
 

@@ -10,6 +10,7 @@ translates the text and puts the markup back.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -17,6 +18,7 @@ from html.parser import HTMLParser
 
 RAW = {"script", "style"}
 LEFT_OPEN = re.compile(r"<[A-Za-z/!?]")  # a tag, comment or declaration the document ends inside
+ATTRIBUTE = re.compile(r"""\s([\w:.-]+)\s*=\s*("[^"]*"|'[^']*')""")  # an attribute in a tag: its name, its quoted value
 
 
 @dataclass(frozen=True)
@@ -100,3 +102,20 @@ class _Offsets(HTMLParser):
 
     def handle_charref(self, name):
         self._at("text")
+
+
+def tag_attribute(tag: str, name: str) -> str | None:
+    """The value of attribute `name` (its case as written) in a tag's own characters, unescaped; None without it."""
+    found = next((m for m in ATTRIBUTE.finditer(tag) if m.group(1) == name), None)
+    return None if found is None else html.unescape(found.group(2)[1:-1])
+
+
+def with_attribute(tag: str, name: str, value: str) -> str:
+    """A tag's own characters with attribute `name` set to `value`: in place where the tag has it, else added
+    before the tag's end; every other character as it was."""
+    quoted = '"' + html.escape(value) + '"'
+    found = next((m for m in ATTRIBUTE.finditer(tag) if m.group(1) == name), None)
+    if found is not None:
+        return tag[:found.start(2)] + quoted + tag[found.end(2):]
+    end = len(tag) - (2 if tag.endswith("/>") else 1)
+    return f"{tag[:end].rstrip()} {name}={quoted}{tag[end:]}"

@@ -29,6 +29,22 @@ class Localization:
     target: str | None = None
     retranslate: bool = False
 
+    def retargets(self, own: str | None) -> bool:
+        """Whether a catalogue whose own language is `own` (a PO's Language, XLIFF's target-language, Qt's
+        language; empty or None: unset) is to say the target language instead, as msginit writes a new
+        language's file: the target is known and `own` is unset or another language (pt_BR is pt's)."""
+        return bool(self.target) and _primary(own or "") != _primary(self.target)
+
+    def replaces(self, own: str | None) -> bool:
+        """Whether the translations already in such a catalogue are of another language than the target, and so
+        are translated again."""
+        return self.retranslate or (bool(own) and self.retargets(own))
+
+
+def _primary(language: str) -> str:
+    """A language tag's primary subtag, lower case: de for de_DE, de-AT or de_DE.UTF-8@euro."""
+    return language.strip().replace("-", "_").split("_")[0].split(".")[0].split("@")[0].lower()
+
 
 @dataclass
 class Candidate:

@@ -67,13 +67,17 @@ class PoDocument:
         entries = _matched(catalog, blocks, name)
         self.header = next((b for b in blocks if all(b is not blk for blk, _ in entries)), None)
         line = catalog.metadata.get("Plural-Forms", "").strip()
-        self.header_forms = bool(line) and "INTEGER" not in line  # a POT's header says nplurals=INTEGER
+        own = catalog.metadata.get("Language", "").strip()
+        self.target = options.target if options.retargets(own) else None  # the Language the header is to say
+        retargeted = for_language(self.target)  # the target's forms replace the header's (another language's)
+        self.header_forms = bool(line) and "INTEGER" not in line and not retargeted  # a POT's: nplurals=INTEGER
         self.header_template = "INTEGER" in line or "charset=CHARSET" in catalog.metadata.get("Content-Type", "")
         self.forms = parsed(line, f"{name}: header") if self.header_forms else \
-            for_language(catalog.metadata.get("Language") or options.target)
+            retargeted or for_language(own or options.target)
+        retranslate = options.replaces(own)
         self.messages, self.fills, self.unsized = Messages(), [], 0
         for block, entry in entries:
-            if entry.obsolete or not entry.msgid or (_translated(entry) and not options.retranslate):
+            if entry.obsolete or not entry.msgid or (_translated(entry) and not retranslate):
                 continue
             if entry.msgid_plural and self.forms is None:
                 self.unsized += 1
@@ -104,7 +108,7 @@ class PoDocument:
                 self.refused += 1
                 texts = [""] * len(texts)
             edits.append((fill.block, self._entry(self.lines[fill.block.start:fill.block.end], fill, texts)))
-        if self.fills and (self.header_template or (self.forms and not self.header_forms)):
+        if self.fills and (self.header_template or self.target or (self.forms and not self.header_forms)):
             edits.append(self._header())
         lines = list(self.lines)
         for block, new in sorted(edits, key=lambda edit: -edit[0].start):  # from the end: none moves another
@@ -123,21 +127,32 @@ class PoDocument:
         return _fuzzy(out, self.newline)
 
     def _header(self) -> tuple[Block, list[str]]:
-        """The header with the file's charset (UTF-8 for a POT's CHARSET) and the Plural-Forms line of the forms
-        used (in place of a POT's nplurals=INTEGER); a header made for it where there is none."""
-        line = f'"Plural-Forms: {self.forms.line}\\n"{self.newline}' if self.forms and not self.header_forms else ""
+        """The header with the file's charset (UTF-8 for a POT's CHARSET), the target language (`self.target`) and
+        the Plural-Forms line of the forms used (in place of a POT's nplurals=INTEGER, or of another language's);
+        a header made for it where there is none."""
+        fields = {"Language": self.target, "Plural-Forms": self.forms.line if self.forms and not self.header_forms
+                  else None}
+        lines = [f'"{key}: {value}\\n"{self.newline}' for key, value in fields.items() if value]
         if self.header is None:
             return Block(0, 0), [f'msgid ""{self.newline}', f'msgstr ""{self.newline}',
-                                 f'"Content-Type: text/plain; charset=UTF-8\\n"{self.newline}', line, self.newline]
+                                 f'"Content-Type: text/plain; charset=UTF-8\\n"{self.newline}', *lines, self.newline]
         header = [h.replace("charset=CHARSET", "charset=UTF-8") for h in self.lines[self.header.start:self.header.end]]
-        at = next((i for i, h in enumerate(header) if h.lstrip().startswith('"Plural-Forms:')), None)
-        if at is not None and line:
-            header[at] = line
-        elif line:
-            if not header[-1].endswith(("\n", "\r")):
-                header[-1] += self.newline
-            header.append(line)
+        for key, value in fields.items():
+            if value:
+                self._set_field(header, key, value)
         return self.header, header
+
+    def _set_field(self, header: list[str], key: str, value: str) -> None:
+        """The header's `key: value` line, in place of the one there or after the last."""
+        line = f'"{key}: {value}\\n"{self.newline}'
+        at = next((i for i, h in enumerate(header) if h.lstrip().startswith(f'"{key}:')), None)
+        if at is not None:
+            header[at] = line
+            return
+        last = max((i for i, h in enumerate(header) if h.lstrip().startswith('"')), default=len(header) - 1)
+        if not header[last].endswith(("\n", "\r")):
+            header[last] += self.newline
+        header.insert(last + 1, line)
 
     def notes(self) -> list[str]:
         out = []

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.html_events import html_events
+from mt.documents.html_events import html_events, with_attribute
 from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, numbered, plain
 from mt.documents.placeholders import kept
@@ -80,11 +80,14 @@ class TsDocument:
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         root = xml_root(data, name, "TS", "a Qt .ts file")
         self.name, self.text = name, decoded(data, name)
-        self.forms = for_language(root.get("language") or options.target)
+        own = root.get("language")
+        self.target = options.target if options.retargets(own) else None  # the language <TS> is to say
+        self.forms = for_language(self.target) or for_language(own or options.target)
+        retranslate = options.replaces(own)
         self.messages, self.fills = Messages(), []
         self.unsized = self.holding = self.refused = 0
         for message in _messages(self.text):
-            if message.type in LEFT or (_has_text(message.inner) and not options.retranslate):
+            if message.type in LEFT or (_has_text(message.inner) and not retranslate):
                 continue
             source = self.text[message.start:message.end]
             if "<" in source:
@@ -116,6 +119,8 @@ class TsDocument:
                 edits.append(self._edit(fill.message, None))
             else:
                 edits.append(self._edit(fill.message, [_written(t) for t in texts]))
+        if self.target and self.fills:
+            edits.append(_language_edit(self.text, self.target))
         out, at = [], 0
         for start, end, replacement in sorted(e for e in edits if e is not None):
             out += [self.text[at:start], replacement]
@@ -190,6 +195,16 @@ def _unfinished(tag: str) -> str:
     if found:
         return f'{tag[:found.start()]} type="unfinished"{tag[found.end():]}'
     return f'{tag[:-1].rstrip()} type="unfinished">'
+
+
+ROOT_TAG = re.compile(r"<TS\b[^>]*>")
+
+
+def _language_edit(text: str, target: str) -> tuple[int, int, str]:
+    """(start, end, replacement) of the <TS> tag saying `target` in its language attribute, as lupdate
+    -target-language writes it."""
+    tag = ROOT_TAG.search(text)
+    return tag.start(), tag.end(), with_attribute(tag.group(), "language", target)
 
 
 def _messages(text: str) -> list[Message]:

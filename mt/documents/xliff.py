@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.html_events import html_events
+from mt.documents.html_events import ATTRIBUTE, html_events, tag_attribute, with_attribute
 from mt.documents.inline_markup import Fragments
 from mt.documents.messages import Localization, Messages, plain
 from mt.errors import MtError
@@ -33,7 +33,7 @@ MARKS = {"1": ({"state": "needs-review-translation", "state-qualifier": "leverag
                {"state": "needs-translation"}),
          "2": ({"state": "translated", "subState": "mt:needs-review"}, {"state": "initial"})}
 UNITS = {"1": "trans-unit", "2": "segment"}
-ATTRIBUTE = re.compile(r"""\s([\w:.-]+)\s*=\s*("[^"]*"|'[^']*')""")
+LANGUAGE_TAGS = {"1": ("file", "target-language"), "2": ("xliff", "trgLang")}  # where each names its target
 
 
 @dataclass
@@ -62,8 +62,13 @@ class XliffDocument:
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         self.name, self.version = name, _version(data, name)
         self.text = decoded(data, name)
+        self.language_tags = _language_tags(self.text, LANGUAGE_TAGS[self.version])
+        own = next((tag_attribute(self.text[start:end], LANGUAGE_TAGS[self.version][1])
+                    for start, end in self.language_tags), None)
+        self.target = options.target if options.retargets(own) else None  # the target language to say
+        retranslate = options.replaces(own)
         self.units = [u for u in _units(self.text, UNITS[self.version])
-                      if options.retranslate or not u.target_text.strip()]
+                      if retranslate or not u.target_text.strip()]
         self.messages = Messages()
         for unit in self.units:
             self.messages.add([plain(self.text[unit.start:unit.end], NATIVE)])
@@ -74,8 +79,12 @@ class XliffDocument:
         found = self.messages.translated(translations, lambda t: html.escape(t, quote=False), fragments)
         self.refused = sum(1 for t in found if t is None)
         edits = [edit for unit, text in zip(self.units, found) for edit in self._edits(unit, text)]
+        if self.target and self.units:
+            attribute = LANGUAGE_TAGS[self.version][1]
+            edits += [(start, end, with_attribute(self.text[start:end], attribute, self.target))
+                      for start, end in self.language_tags]
         out, at = [], 0
-        for start, end, replacement in edits:
+        for start, end, replacement in sorted(edits):
             out += [self.text[at:start], replacement]
             at = end
         out.append(self.text[at:])
@@ -154,6 +163,16 @@ def _units(text: str, unit_name: str) -> list[Unit]:
             current.target_open = event.raw[:-2].rstrip() + ">"
         blank = ""
     return [u for u in units if u.after_source]
+
+
+def _language_tags(text: str, where: tuple[str, str]) -> list[tuple[int, int]]:
+    """(start, end) of each open tag that names the file's target language: 1.2's `<file>`s, 2.0's `<xliff>`."""
+    found, offset = [], 0
+    for event in html_events(text):
+        start, offset = offset, offset + len(event.raw)
+        if event.role == "open" and event.name.rsplit(":", 1)[-1] == where[0]:
+            found.append((start, offset))
+    return found
 
 
 def _name(tag: str) -> str:

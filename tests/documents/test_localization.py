@@ -8,6 +8,7 @@ tests/documents/conftest.py's small random one."""
 from __future__ import annotations
 
 import gettext
+import re
 import subprocess
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -515,3 +516,71 @@ def test_translate_file_and_translate_keep_placeholders_as_mt_translate_does(fil
     assert bad.status_code == 400 and bad.json()["error"].startswith("Invalid request: bad.pot: line 4: not a valid")
     bomb = file_server.post("/translate_file", data={"source": "de", "target": "en"}, files={"file": ("a.xlf", LAUGHS)})
     assert bomb.status_code == 400 and "a.xlf: declares entities" in bomb.json()["error"]
+
+
+ENGLISH = """# English messages of demo.
+msgid ""
+msgstr ""
+"Project-Id-Version: demo 1.0\\n"
+"Language: en\\n"
+"MIME-Version: 1.0\\n"
+"Content-Type: text/plain; charset=UTF-8\\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\\n"
+
+#, python-format
+msgid "Hello, %(name)s!"
+msgstr "Hello, %(name)s!"
+
+#, python-format
+msgid "%(count)d file was removed"
+msgid_plural "%(count)d files were removed"
+msgstr[0] "%(count)d file was removed"
+msgstr[1] "%(count)d files were removed"
+"""
+
+
+def test_a_catalogue_translated_into_another_language_says_it_and_takes_its_plural_rule(tmp_path):
+    """An English catalogue written for French says Language: fr and French's plural rule, under which gettext
+    gives 0 the singular form, as msginit writes a new language's file; its English translations are translated
+    again (they are another language's). A catalogue that says the target language already is left as it is."""
+    from mt.documents.messages import Localization
+    from mt.documents.po import PoDocument
+
+    document = PoDocument(ENGLISH.encode(), Path("en.po"), Localization("fr"))
+    numbered = [s for s in document.sentences if s[0].isdigit()]  # the plural in French's forms: 0 and 1, then 2
+    assert "Hello, !" in document.sentences and numbered == ["1 file was removed", "2 files were removed"]
+    written = document.render([(f"«{s}»", None) for s in document.sentences])
+    (tmp_path / "fr.po").write_bytes(written)
+    msgfmt_check(tmp_path / "fr.po")
+    catalog = polib.pofile(written.decode())
+    assert catalog.metadata["Language"] == "fr"
+    assert catalog.metadata["Plural-Forms"] == "nplurals=2; plural=(n > 1);"
+    assert written.decode().startswith(ENGLISH.split('"Language')[0])  # every other header line as it was
+    subprocess.run(["msgfmt", "--use-fuzzy", "-o", tmp_path / "fr.mo", tmp_path / "fr.po"], check=True)
+    with open(tmp_path / "fr.mo", "rb") as f:
+        french = gettext.GNUTranslations(f)
+    plural = catalog[1]
+    for n, form in ((0, 0), (1, 0), (2, 1)):
+        assert french.ngettext(plural.msgid, plural.msgid_plural, n) == plural.msgstr_plural[form]
+    assert all("fuzzy" in e.flags and e.msgstr_plural[0] != e.msgid for e in catalog if e.msgid_plural)
+    french_file = written.replace(b"Language: fr", b"Language: fr_FR")
+    same = PoDocument(french_file, Path("fr.po"), Localization("fr"))
+    assert same.sentences == [] and same.render([]) == french_file
+
+
+def test_an_xliff_file_for_another_language_says_the_target_language():
+    """1.2's <file target-language> and 2.0's <xliff trgLang> say the target, in place (every other byte as it
+    was), and the targets already there (another language's) are translated again."""
+    from mt.documents.messages import Localization
+    from mt.documents.xliff import XliffDocument
+
+    for template, attribute in ((XLIFF_12, 'target-language="fr"'), (XLIFF_20, 'trgLang="fr"')):
+        source = xliff_file(template)
+        document = XliffDocument(source.encode(), Path("in.xlf"), Localization("fr"))
+        assert len(document.sentences) > len(XliffDocument(source.encode(), Path("in.xlf")).sentences)
+        written = document.render([(s, None) for s in document.sentences]).decode()
+        original_tag = re.search(r"<(?:file|xliff) [^>]*>", source).group()
+        assert original_tag.replace(attribute.replace("fr", "en"), attribute) in written
+        toolkit_reads_xliff_as_written(source.encode(), written.encode())
+        kept = XliffDocument(written.encode(), Path("out.xlf"), Localization("fr"))  # says fr now: left as it is
+        assert kept.sentences == [] and kept.render([]).decode() == written

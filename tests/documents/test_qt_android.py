@@ -371,3 +371,21 @@ def test_bad_android_files_are_one_line_each_and_write_nothing(model, tmp_path):
     _each_refused_in_one_line(model, tmp_path, cases)
     with pytest.raises(MtError, match=r"^x.xml: line 1: not UTF-8 \(byte 0xff\)$"):
         AndroidDocument(b'<?xml version="1.0" encoding="latin-1"?><resources>\xff</resources>', Path("x.xml"))
+
+
+def test_a_ts_file_for_another_language_says_the_target_and_takes_its_forms(tmp_path):
+    """An English file written for Russian: <TS language="ru">, its numerus messages in Russian's three forms, the
+    English translations already there translated again; lrelease compiles it. A file that says the target
+    language is left as it is."""
+    source = ts_file("en_US")
+    document = TsDocument(source.encode(), Path("app.ts"), Localization("ru"))
+    assert "Datei öffnen" in document.sentences  # translated into English before: translated again
+    data = document.render(same({})(document))
+    assert data.decode().startswith(source.split("<TS")[0] + '<TS version="2.1" language="ru" sourcelanguage="de">')
+    plural = toolkit_reads_ts_as_written(source.encode(), data)[3]
+    assert len(plural.target.strings) == 3
+    (tmp_path / "ru.ts").write_bytes(data)
+    proc = subprocess.run([LRELEASE, tmp_path / "ru.ts", "-qm", tmp_path / "ru.qm"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "(0 finished and 5 unfinished)" in proc.stdout, proc.stdout + proc.stderr
+    again = TsDocument(data, Path("ru.ts"), Localization("ru"))
+    assert again.sentences == [] and again.render([]) == data

@@ -7,6 +7,7 @@ after the last; DEMO_DEV_LINES=K evaluates on the first K dev lines (copied besi
 writes the run into DIR instead of runs/demo.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -59,15 +60,32 @@ def main():
     mt("train", CONFIG, *smoke_settings(dev_src, dev_ref))
     trained = time.perf_counter()
     print("\n== dev set, beam 4 (sacrebleu) ==", flush=True)
-    mt("evaluate", "-c", OUT / "checkpoint_best.pt", "--src", dev_src, "--ref", dev_ref, "-o", OUT / "dev.hyp.en")
+    scored = mt("evaluate", "-c", OUT / "checkpoint_best.pt", "--src", dev_src, "--ref", dev_ref, "-o",
+                OUT / "dev.hyp.en", capture_output=True, text=True)
+    print(scored.stdout, end="", flush=True)
     print("\n== a few translations ==", flush=True)
     result = mt("translate", "-c", OUT / "checkpoint_best.pt", input="\n".join(EXAMPLES) + "\n",
                 capture_output=True, text=True)
     for src, hyp in zip(EXAMPLES, result.stdout.splitlines()):
         print(f"  de: {src}\n  en: {hyp}")
     end = time.perf_counter()
-    print(f"\ntraining {trained - start:.0f}s, evaluation and examples {end - trained:.0f}s, "
+    figures = summary(scored.stdout)
+    (OUT / "demo.json").write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    print(f"\ndev BLEU {figures['greedy_bleu']:.2f} greedy, {figures['beam4_bleu']:.2f} beam 4 "
+          f"(chrF {figures['beam4_chrf']:.1f}); written to {OUT / 'demo.json'}")
+    print(f"training {trained - start:.0f}s, evaluation and examples {end - trained:.0f}s, "
           f"total {end - start:.0f}s; outputs in {OUT}")
+
+
+def summary(evaluated: str) -> dict:
+    """The figures README.md quotes: the last dev evaluation's greedy BLEU (metrics.jsonl) and `mt evaluate`'s beam 4
+    BLEU and chrF of checkpoint_best.pt. docs/demo-run.json is a copy of a `make demo`'s (tests/test_docs.py
+    checks the README against it)."""
+    rows = [json.loads(line) for line in (OUT / "metrics.jsonl").read_text().splitlines()]
+    greedy = [(row["step"], round(row["bleu"], 2)) for row in rows if row.get("split") == "dev"]
+    scores = dict(line.split("\t")[:2] for line in evaluated.splitlines() if "\t" in line)
+    return {"greedy_bleu": greedy[-1][1], "beam4_bleu": round(float(scores["bleu"]), 2),
+            "beam4_chrf": round(float(scores["chrf"]), 1), "greedy_bleu_per_evaluation": greedy}
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ translate), with DEMO_STEPS, DEMO_DEV_LINES and DEMO_OUT making it a smoke run."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,3 +29,9 @@ def test_the_demo_trains_scores_the_dev_set_and_translates(tmp_path):
     translated = run_mt("translate", "-c", out / "checkpoint_best.pt", input="".join(f"{s}\n" for s in sources))
     assert translated.stdout.split("\n")[:3] == outputs
     assert lines[-1].endswith(f"outputs in {out}") and load_checkpoint(out / "checkpoint_last.pt")["step"] == 4
+    figures = json.loads((out / "demo.json").read_text(encoding="utf-8"))  # what docs/demo-run.json copies
+    assert figures.keys() == json.loads((ROOT / "docs" / "demo-run.json").read_text(encoding="utf-8")).keys()
+    assert figures["beam4_bleu"] == round(float(scores[0].split("\t")[1]), 2)
+    assert figures["greedy_bleu_per_evaluation"] == [[4, figures["greedy_bleu"]]]
+    assert (f"dev BLEU {figures['greedy_bleu']:.2f} greedy, {figures['beam4_bleu']:.2f} beam 4 "
+            f"(chrF {figures['beam4_chrf']:.1f})") in lines[-2]

@@ -1,6 +1,7 @@
 """The documentation says what is true now: no development history in README.md, docs/, mt/ or scripts/, no
 links outside the project, and the benchmark scripts it names parse their arguments as it says."""
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -100,6 +101,21 @@ def _layout_block() -> str:
     """The module map: the code block under docs/design.md's `## Layout`."""
     text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     return text.split("## Layout", 1)[1].split("```", 2)[1]
+
+
+def test_the_readme_quotes_the_figures_a_make_demo_printed():
+    """The README's demo figures are a `make demo` run's: scripts/demo.py prints them and writes them into
+    runs/demo/demo.json, and docs/demo-run.json is that file copied (the demo's own test checks it writes the same
+    fields)."""
+    run = json.loads((ROOT / "docs" / "demo-run.json").read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    printed = re.search(r"dev BLEU ([\d.]+) greedy, ([\d.]+) beam 4 \(chrF ([\d.]+)\)", readme)
+    assert printed, "README.md: no `dev BLEU X greedy, Y beam 4 (chrF Z)`, as scripts/demo.py prints it"
+    assert [float(x) for x in printed.groups()] == [run["greedy_bleu"], run["beam4_bleu"], run["beam4_chrf"]]
+    curve = re.search(r"dev BLEU \(greedy, every (\d+) updates: ([\d.]+), then ([\d.]+)\)", readme)
+    assert curve, "README.md: the curves' caption names the demo's greedy BLEU at each evaluation"
+    every, first, last = curve.groups()
+    assert [[int(every), float(first)], [2 * int(every), float(last)]] == run["greedy_bleu_per_evaluation"]
 
 
 def test_every_module_is_named_in_the_module_map():

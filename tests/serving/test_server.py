@@ -277,7 +277,8 @@ def test_libretranslates_own_client_translates_through_mt(server, checkpoint):
     client = LibreTranslateAPI(server.url + "/")
     line = single_sentence_lines(1)[0]
     assert client.translate(line, "de", "en") == translate_offline(checkpoint, [line])[0]
-    assert client.languages() == [{"code": "de", "name": "German", "targets": ["en"]}]
+    assert client.languages() == [{"code": "de", "name": "German", "targets": ["en"]},
+                                  {"code": "en", "name": "English", "targets": []}]
 
 
 def test_32_concurrent_clients_get_what_mt_translate_gives(server, checkpoint):

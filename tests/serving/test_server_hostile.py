@@ -97,7 +97,7 @@ def test_health_answers_within_100_ms_while_the_largest_glossary_request_decodes
                 start = time.perf_counter()
                 assert client.get(server.url + "/health").status_code == 200
                 waits.append(time.perf_counter() - start)
-                time.sleep(0.02)
+                time.sleep(0.005)  # often: on a fast machine the request decodes in 0.2 s
     poller = threading.Thread(target=poll)
     poller.start()
     try:

@@ -69,10 +69,12 @@ def prepare(config: Path, set_: SetOption = None,
 @app.command()
 @files(reads=("src", "tgt", "config"), writes=("output", "report", "rejected"), expand={"output": clean_outputs})
 def clean(
-    src: Annotated[Path, typer.Option("--src", help="Source side: a UTF-8 text file, one sentence a line.")],
-    tgt: Annotated[Path, typer.Option("--tgt", help="Target side, line-aligned with --src.")],
+    src: Annotated[Path, typer.Option("--src", help="Source side: a UTF-8 text file, one sentence a line; or a file "
+                                      "of translations (docs/data.md).")],
     output: Annotated[str, typer.Option("-o", "--output", help="PREFIX: writes PREFIX.SRC_EXT and PREFIX.TGT_EXT "
                                         "(for an input without an extension, a pipe: PREFIX.SRC_LANG).")],
+    tgt: Annotated[Optional[Path], typer.Option("--tgt", help="Target side, line-aligned with --src (none for a TMX, "
+                                                "PO, XLIFF or .ts file, which holds both).")] = None,
     src_lang: Annotated[Optional[str], typer.Option(help="Source language (default: --src's extension).")] = None,
     tgt_lang: Annotated[Optional[str], typer.Option(help="Target language (default: --tgt's extension).")] = None,
     config: Annotated[Optional[Path], typer.Option(help="A YAML config whose clean section sets the filters.")]
@@ -83,13 +85,26 @@ def clean(
                                                      "target (tab-separated).")] = None,
 ):
     """Remove noisy pairs from a parallel corpus; print how many each filter removed (docs/cleaning.md)."""
-    from mt.data.clean import clean_corpus, corpus_languages, file_chunks, output_paths
+    from mt.data.clean import clean_corpus, corpus_languages, file_chunks, output_paths, text_chunks
+    from mt.data.translation_memories import PairFile, file_format
     from mt.config import load_config
 
     cfg = load_config(config, set_ or []).clean
-    out_src, out_tgt = output_paths(output, src, tgt, src_lang, tgt_lang)
-    langs = corpus_languages(src, tgt, src_lang, tgt_lang, cfg)
-    result = clean_corpus(file_chunks(src, tgt), out_src, out_tgt, cfg, *langs, rejected=rejected,
+    fmt = file_format(src)
+    if fmt == "text":
+        if tgt is None:
+            raise MtError(f"--src {src}: a text file holds one side; give --tgt too")
+        out_src, out_tgt = output_paths(output, src, tgt, src_lang, tgt_lang)
+        langs = corpus_languages(src, tgt, src_lang, tgt_lang, cfg)
+        chunks = file_chunks(src, tgt)
+    else:
+        if not (src_lang and tgt_lang):
+            raise MtError(f"--src {src}: a {fmt} file is read for two languages; give --src-lang and --tgt-lang")
+        out_src, out_tgt = Path(f"{output}.{src_lang}"), Path(f"{output}.{tgt_lang}")
+        langs = corpus_languages(out_src, out_tgt, src_lang, tgt_lang, cfg)
+        human = PairFile(str(src), None if tgt is None else str(tgt), fmt, src_lang, tgt_lang)
+        chunks = text_chunks(human.chunks(shown=str))
+    result = clean_corpus(chunks, out_src, out_tgt, cfg, *langs, rejected=rejected,
                           report_path=report, log=_warn)
     _warn(result.table())
     _warn(f"wrote {out_src} and {out_tgt}")
@@ -154,6 +169,9 @@ def translate(
                                               ".xlf, .ts): translate the entries already translated too.")] = False,
     placeholders: Annotated[bool, typer.Option("--placeholders", help="Line input: keep placeholders (%s, {0}, "
                                                "$HOME, tags) out of the model's way and put them back.")] = False,
+    memory: Annotated[Optional[list[str]], typer.Option("--memory", help="Line input: a translation memory (TMX, "
+                                                        "PO, XLIFF, .ts, or SRC,TGT files) whose exact matches are "
+                                                        "answered instead of the model's; repeatable.")] = None,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,
@@ -182,7 +200,8 @@ def translate(
                       f"input is read as {document or 'lines'}")
     if document is not None:
         line_options = {"--nbest": nbest is not None, "--scores": scores, "--output-format": output_format != "text",
-                        "--prefix": prefix, "--constraints": constraints, "--alignment": alignment}
+                        "--prefix": prefix, "--constraints": constraints, "--alignment": alignment,
+                        "--memory": bool(memory)}
         given = next((option for option, value in line_options.items() if value), None)
         if given:
             raise MtError(f"{given}: not with --placeholders" if placeholders else f"{given}: for line input only; "
@@ -194,8 +213,12 @@ def translate(
         exit_without_teardown()
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     fmt.check(opts)
+    from mt.data.translation_memories import read_memory
+
+    languages = (source_lang or tr.cfg.data.src_lang, target_lang or tr.cfg.data.tgt_lang)
+    found = read_memory(memory, *languages)
     try:
-        translate_file(tr, input, output, opts, fmt, _warn)
+        translate_file(tr, input, output, opts, fmt, _warn, found)
         exit_without_teardown()
     except BrokenPipeError:  # the reader went away (`| head`); typer would turn it into a silent exit 1
         raise OutputClosed from None
@@ -380,6 +403,9 @@ def serve(
                                                         "comma-separated list, or none.")] = None,
     metrics_auth_token: Annotated[Optional[str], typer.Option(envvar="MT_METRICS_AUTH_TOKEN", help="/metrics needs "
                                                               "`Authorization: Bearer TOKEN`.")] = None,
+    memory: Annotated[Optional[list[str]], typer.Option("--memory", help="[SRC:TGT=]FILE[,FILE]: a translation "
+                                                        "memory whose exact matches /translate answers; repeatable.")]
+    = None,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
     try:
@@ -400,8 +426,9 @@ def serve(
              "keep_alive_timeout": keep_alive_timeout, "shutdown_grace": shutdown_grace, "cors_origins": cors_origins,
              "metrics_token": metrics_auth_token}
     http = HttpSettings(**{name: value for name, value in given.items() if value is not None})
-    settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens, queue_wait_s=queue_wait), api_keys,
-                             batching, log_text, threads, parallel_batches, http, quantize)
+    settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens,
+                                                        queue_wait_s=queue_wait), api_keys,
+                             batching, log_text, threads, parallel_batches, http, quantize, tuple(memory or ()))
     run(load_server(specs, settings, _warn), settings)
 
 

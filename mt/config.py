@@ -24,10 +24,14 @@ from mt.atomic_files import atomic_write_text
 
 @dataclass(frozen=True)
 class CorpusConfig:
-    """One entry of `data.train`: a pair of line-aligned text files."""
+    """One entry of `data.train`: a pair of line-aligned text files, or a file of human translations (a TMX, a
+    PO, XLIFF or .ts catalogue; two resource files of one app, paired by key: mt/data/translation_memories.py)."""
 
     src: str
-    tgt: str
+    tgt: str | None = None  # none for a file holding both sides (TMX, PO, XLIFF, .ts)
+    format: str | None = None  # text, tmx, po, xliff, ts, android, json, arb, properties; unset: src's extension's
+    fuzzy: bool = False  # a catalogue's entries marked fuzzy or to review are trained on too
+    inline_codes: str = "placeholders"  # TMX's and XLIFF's inline codes as placeholder tags, or drop
     weight: float | None = None  # this corpus' share of the batches, relative to the others' weights; unset: 1,
     # or with languages named, its size to the power 1 / data.temperature
     tag: str | None = None  # a token put before every source sentence of this corpus, e.g. <BT> (Caswell et al.)

@@ -80,7 +80,11 @@ def files(reads=(), writes=(), folders=(), expand: dict | None = None, seeks=())
 
 def clean_outputs(prefix: str, values: dict) -> list[Path]:
     from mt.data.clean import output_paths
+    from mt.data.translation_memories import file_format
 
+    if values["tgt"] is None or file_format(values["src"]) != "text":  # a file of both sides: named by language
+        langs = [values.get("src_lang"), values.get("tgt_lang")]
+        return [Path(f"{prefix}.{lang}") for lang in langs if lang]
     return list(output_paths(prefix, values["src"], values["tgt"], values.get("src_lang"), values.get("tgt_lang")))
 
 

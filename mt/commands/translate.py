@@ -25,6 +25,7 @@ from mt.config import DecodeConfig
 from mt.decoding.lines import LineFormat, LineText, Translation, line_text
 from mt.decoding.text_front_end import translate_whole_lines
 from mt.atomic_files import atomic_write
+from mt.data.translation_memories import Memory
 
 
 def _decode_line(raw: bytes, number: int, warn) -> str:
@@ -37,10 +38,16 @@ def _decode_line(raw: bytes, number: int, warn) -> str:
 
 
 def translate_block(tr: Translator, lines: list[str], first_number: int, opts: DecodeConfig, fmt: LineFormat,
-                    warn) -> list[list[Translation]]:
+                    warn, memory: Memory | None = None) -> list[list[Translation]]:
     """Translate lines (numbered from `first_number` for warnings); one longer than the model learned is translated
     in pieces and joined, with a warning (mt/decoding/long_sentences.py). With `fmt.prefix` a line is
-    `source<TAB>target prefix` (no tab: no prefix), and its output starts with it."""
+    `source<TAB>target prefix` (no tab: no prefix), and its output starts with it. A line the memory holds is
+    answered from it (score 0) and not decoded."""
+    found = [None if memory is None or fmt.prefix or fmt.constraints else memory.get(line) for line in lines]
+    if any(t is not None for t in found):
+        asked = [i for i, t in enumerate(found) if t is None]
+        decoded = iter(translate_block(tr, [lines[i] for i in asked], first_number, opts, fmt, warn) if asked else [])
+        return [[Translation(t, 0.0, memory=True)] if t is not None else next(decoded) for t in found]
     def split(i: int, length: int, room: int, pieces: int) -> None:
         warn(f"warning: input line {first_number + i}: {length} tokens, more than the model learned ({room}): "
              f"translated in {pieces} pieces, joined")
@@ -79,7 +86,8 @@ def format_results(results: list[list[Translation]], first_index: int, fmt: Line
         padded = (per_line + per_line[-1:] * (nbest or 1))[:nbest or 1]  # an empty line has one (empty) hypothesis
         if output_format == "json":
             hyps = [{"text": h.text, "score": round(h.score, 4),
-                     **({"alignment": h.alignment} if h.alignment is not None else {})} for h in padded]
+                     **({"alignment": h.alignment} if h.alignment is not None else {}),
+                     **({"memory": True} if h.memory else {})} for h in padded]
             out.append(json.dumps({"line": first_index + i, "hypotheses": hyps}, ensure_ascii=False))
         elif nbest:
             out += [f"{first_index + i}\t{h.score:.4f}\t{h.text}{_aligned(h)}" for h in padded]
@@ -146,13 +154,13 @@ BLOCK_LINES = 2000  # and at most this many lines
 
 
 def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: DecodeConfig, fmt: LineFormat,
-                  warn) -> int:
+                  warn, memory: Memory | None = None) -> int:
     """Translate `source` to `sink` block by block, flushing after each; returns the number of lines."""
     count = 0
     for block in _stream_blocks(source, BLOCK_WAIT_S, BLOCK_LINES):
         lines = [_decode_line(raw, count + i + 1, warn) for i, raw in enumerate(block)]
         with torch.inference_mode():
-            results = translate_block(tr, lines, count + 1, opts, fmt, warn)
+            results = translate_block(tr, lines, count + 1, opts, fmt, warn, memory)
         sink.write(format_results(results, count, fmt))
         sink.flush()
         count += len(block)
@@ -160,18 +168,18 @@ def run_translate(tr: Translator, source: IO[bytes], sink: IO[str], opts: Decode
 
 
 def translate_file(tr: Translator, input_path: str | None, output_path: str | None, opts: DecodeConfig,
-                   fmt: LineFormat, warn) -> int:
+                   fmt: LineFormat, warn, memory: Memory | None = None) -> int:
     """stdin/stdout by default; an output file is written atomically (complete or not at all)."""
     source = open(input_path, "rb") if input_path else sys.stdin.buffer
     try:
         if output_path is None:
-            return run_translate(tr, source, sys.stdout, opts, fmt, warn)
+            return run_translate(tr, source, sys.stdout, opts, fmt, warn, memory)
         count = 0
 
         def write(f):
             nonlocal count
             text = io.StringIO()
-            count = run_translate(tr, source, text, opts, fmt, warn)
+            count = run_translate(tr, source, text, opts, fmt, warn, memory)
             f.write(text.getvalue().encode("utf-8"))
 
         atomic_write(Path(output_path), write)

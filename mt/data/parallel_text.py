@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from mt.config import DataConfig
+from mt.data.translation_memories import BILINGUAL, PairFile, file_format
 from mt.errors import DataError
 
 CHUNK_LINES = 100_000
@@ -99,6 +100,8 @@ def check_sources(cfg: DataConfig) -> None:
 
 def _paths(cfg: DataConfig, split: str) -> tuple[str | None, str | None]:
     src_path, tgt_path = (cfg.train_src, cfg.train_tgt) if split == "train" else (cfg.dev_src, cfg.dev_tgt)
+    if split == "train" and src_path and file_format(src_path) in BILINGUAL:
+        return src_path, tgt_path
     if src_path or tgt_path:
         if not (src_path and tgt_path):
             raise DataError(f"data.{split}_src and data.{split}_tgt must be given together")
@@ -112,7 +115,7 @@ def source_files(cfg: DataConfig) -> dict[str, str]:
     """The local files a prepared corpus is made from, keyed by the config key that names each (a local
     `data.dataset` folder: each file in it)."""
     files = {f"data.{key}[{i}].{side}": getattr(c, side) for key in ("train", "dev")
-             for i, c in enumerate(getattr(cfg, key)) for side in ("src", "tgt")}
+             for i, c in enumerate(getattr(cfg, key)) for side in ("src", "tgt") if getattr(c, side)}
     files.update({f"data.{key}": getattr(cfg, key) for key in ("train_src", "train_tgt", "dev_src", "dev_tgt")
                   if getattr(cfg, key)})
     if cfg.dataset and Path(cfg.dataset).is_dir():
@@ -139,14 +142,31 @@ class TrainingCorpus:
     chunks: Callable[[], Chunks]  # a fresh reading of its (source lines, target lines)
     src_lang: str | None = None  # its languages, when the config names them
     tgt_lang: str | None = None
+    human: PairFile | None = None  # a file of human translations that is not text: what reading it took, skipped
 
 
 def training_corpora(cfg: DataConfig) -> list[TrainingCorpus]:
     """The entries of data.train, or the one corpus of data.train_src/train_tgt or data.dataset."""
     if cfg.train:
-        return [TrainingCorpus(c.src, c.weight, c.tag, partial(parallel_chunks, c.src, c.tgt), c.src_lang, c.tgt_lang)
-                for c in cfg.train]
+        return [_corpus(c.src, c.tgt, c.format, c.weight, c.tag, c.src_lang, c.tgt_lang, c.fuzzy, c.inline_codes,
+                        f"data.train[{i}]", (cfg.src_lang, cfg.tgt_lang)) for i, c in enumerate(cfg.train)]
+    if cfg.train_src and file_format(cfg.train_src) != "text":
+        return [_corpus(cfg.train_src, cfg.train_tgt, None, 1.0, None, cfg.src_lang, cfg.tgt_lang)]
     return [TrainingCorpus(cfg.train_src or cfg.dataset or "train", 1.0, None, partial(split_chunks, cfg, "train"))]
+
+
+def _corpus(src, tgt, fmt, weight, tag, src_lang, tgt_lang, fuzzy=False, inline_codes="placeholders",
+            key="data.train_src", languages=(None, None)) -> TrainingCorpus:
+    """A corpus of data.train (or train_src): a text one, or a file of human translations read in its languages
+    (the entry's, else data.src_lang and data.tgt_lang)."""
+    fmt = file_format(src, fmt, f"{key}.format")
+    if fmt == "text":
+        if not tgt:
+            raise DataError(f"{key} needs tgt: {src} is read as text, one side (a TMX, PO, XLIFF or .ts file holds "
+                            "both)")
+        return TrainingCorpus(src, weight, tag, partial(parallel_chunks, src, tgt), src_lang, tgt_lang)
+    human = PairFile(src, tgt, fmt, src_lang or languages[0], tgt_lang or languages[1], fuzzy, inline_codes)
+    return TrainingCorpus(src, weight, tag, human.chunks, src_lang, tgt_lang, human)
 
 
 def dev_sets(cfg: DataConfig) -> list[tuple[str | None, str | None, list[str], list[str]]]:

@@ -197,6 +197,8 @@ def _build(cfg: Config, folder: Path, log) -> None:
                     counts[key] += n
                 progress.update(len(src))
             parts.append(writer.pairs - before)
+            if corpus.human is not None:
+                log(f"prepare: data.train[{i}] {corpus.human.report()}")
         train_meta = {**writer.close(), "parts": parts}
     if train_meta["pairs"] == 0:
         raise DataError(f"no usable training pairs: {counts['empty']} empty, {counts['too_long']} over "
@@ -228,8 +230,10 @@ def _cleaned_corpora(cfg: Config, corpora: list[TrainingCorpus], folder: Path, l
     cleaned, reports = [], []
     for i, (corpus, (src, tgt)) in enumerate(zip(corpora, files)):
         out_src, out_tgt = folder / "cleaned" / f"{i}.src", folder / "cleaned" / f"{i}.tgt"
-        langs = corpus_languages(Path(src or d.dataset), Path(tgt or d.dataset), d.src_lang, d.tgt_lang, cfg.clean)
-        chunks = file_chunks(Path(src), Path(tgt)) if src else text_chunks(corpus.chunks())
+        text = src and corpus.human is None
+        langs = corpus_languages(Path(src or d.dataset), Path(tgt or src or d.dataset),
+                                 corpus.src_lang or d.src_lang, corpus.tgt_lang or d.tgt_lang, cfg.clean)
+        chunks = file_chunks(Path(src), Path(tgt)) if text else text_chunks(corpus.chunks())
         log(f"prepare: cleaning {corpus.name} ({langs[0]}-{langs[1]})")
         report = clean_corpus(chunks, out_src, out_tgt, cfg.clean, *langs, log=log, command="prepare")
         log(report.table())

@@ -30,6 +30,7 @@ class Translation(NamedTuple):
     text: str
     score: float
     alignment: str | None = None  # Moses-format word alignment (mt/decoding/attention_alignment.py), when asked for
+    memory: bool = False  # the translation memory's (mt/data/translation_memories.py), not the model's
 
 
 @dataclass(frozen=True)

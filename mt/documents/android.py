@@ -59,6 +59,7 @@ class Entry:
     quantity: str = ""
     end: int = 0
     quoted: bool = False
+    key: str = ""  # its resource's name; an array's item with its index, a plurals item with its quantity
 
 
 class AndroidDocument:
@@ -153,6 +154,7 @@ def _entries(text: str) -> list[Entry]:
     entries, stack, offset = [], [], 0
     current: Entry | None = None
     kept_from = None  # the depth of the element with translatable="false" we are in
+    resource, items = "", 0  # the name of the resource we are in, and how many items of it came before
     for event in html_events(text):
         start, offset = offset, offset + len(event.raw)
         if event.kind == "text":
@@ -160,10 +162,16 @@ def _entries(text: str) -> list[Entry]:
         if event.role == "open":
             stack.append(event.name)
             attrs = dict(event.attrs)
+            if len(stack) == 2:
+                resource, items = attrs.get("name") or "", 0
             if kept_from is None and attrs.get("translatable") == "false":
                 kept_from = len(stack)
             elif current is None and kept_from is None and tuple(stack) in TRANSLATED:
-                current = Entry(offset, len(stack), attrs.get("quantity") or "")
+                quantity = attrs.get("quantity") or ""
+                key = resource if len(stack) == 2 else f"{resource}#{quantity}" if quantity else f"{resource}[{items}]"
+                current = Entry(offset, len(stack), quantity, key=key)
+            if len(stack) == 3:
+                items += 1
         elif event.role == "close" and stack and stack[-1] == event.name:
             if current is not None and len(stack) == current.depth:
                 current.end = start

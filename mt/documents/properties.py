@@ -36,6 +36,7 @@ class Entry:
     end: int
     value: str
     quoted: bool = False  # a MessageFormat pattern whose apostrophes are doubled
+    key: str = ""
 
 
 class PropertiesDocument:
@@ -108,7 +109,8 @@ def _entries(text: str, name: Path) -> list[Entry]:
                 break
             continue
         first, start = number, match.start() + len(line) - len(body)
-        value_at = _value_start(body, _key_end(body))
+        key_end = _key_end(body)
+        value_at = _value_start(body, key_end)
         end = match.start() + len(line)
         while _continues(text[start:end]):
             following = next(lines, None)
@@ -120,7 +122,7 @@ def _entries(text: str, name: Path) -> list[Entry]:
             value = _unescaped(text[start + value_at:end])
         except ValueError as e:
             raise MtError(f"{name}: line {first}: not a valid .properties value ({e})") from None
-        entries.append(Entry(start + value_at, end, value))
+        entries.append(Entry(start + value_at, end, value, key=_unescaped(body[:key_end])))
         if end == len(text):
             break
     return entries

@@ -123,7 +123,8 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     if detected and detected["language"] == body.get("target"):  # as LibreTranslate's identity translation
         return JSONResponse(_as_sent(q, detected, alternatives))
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
-    documents = await run_in_threadpool(lambda: [_document(t, fmt, protect, markers) for t in texts])
+    documents = await run_in_threadpool(lambda: [_remembered(served, t, fmt) or _document(t, fmt, protect, markers)
+                                                 for t in texts])
     protecting = fmt == "html" or any(isinstance(d, MessageText) for d in documents)
     sentences = [s for document in documents for s in document.sentences]
     if len(sentences) > server.limits.max_sentences:
@@ -150,6 +151,23 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     if detected:
         answer["detectedLanguage"] = [detected] * len(texts) if isinstance(q, list) else detected
     return JSONResponse(answer)
+
+
+class Remembered:
+    """A text the translation memory holds: nothing to decode, its translation the memory's."""
+
+    sentences: list[str] = []
+
+    def __init__(self, translation: str):
+        self.translation = translation
+
+    def render(self, translations, fragments: Fragments | None = None) -> str:
+        return self.translation
+
+
+def _remembered(served: ServedModel, text: str, fmt: str) -> Remembered | None:
+    found = served.memory.get(text) if served.memory is not None and fmt == "text" else None
+    return None if found is None else Remembered(found)
 
 
 def _document(text: str, fmt: str, protect: bool, markers: bool):

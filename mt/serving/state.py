@@ -16,6 +16,7 @@ from mt.decoding.protocol import Translator
 from mt.errors import HttpError, MtError
 from mt.serving.limits import HttpSettings
 from mt.decoding.lines import LineText
+from mt.data.translation_memories import Memory, read_memory
 from mt.decoding.text_front_end import TextBatch
 from mt.decoding.loading import load_translator
 from mt.decoding.model_backend import ModelBackend
@@ -28,6 +29,7 @@ class ServedModel:
     target: str
     translator: Translator
     worker: DecodeWorker
+    memory: Memory | None = None  # human translations answered before the model's (--memory)
 
 
 @dataclass
@@ -102,6 +104,7 @@ class ServeSettings:
     # DEFAULT_PARALLEL_BATCHES)
     http: HttpSettings = field(default_factory=HttpSettings)  # body limit, timeouts, CORS, the /metrics token
     quantize: str | None = None  # "int8": int8 weights (mt's for checkpoints, CTranslate2's for exports)
+    memories: tuple[str, ...] = ()  # --memory: [SRC:TGT=]FILE[,FILE], for that direction or every one
 
 
 # Two CTranslate2 calls at once, each on half the threads: on 2 cores the demo model's export served 32
@@ -155,6 +158,15 @@ def served_directions(spec: ModelSpec, translator: Translator) -> list[Translato
     return [translator.toward(spec.source, spec.target, name)]
 
 
+def _memory(specs: tuple[str, ...], pair: tuple[str, str], log) -> Memory | None:
+    """The translation memory of one served direction: the --memory files named for it or for every one."""
+    mine = [spec for spec in specs if "=" not in spec or spec.partition("=")[0] == f"{pair[0]}:{pair[1]}"]
+    memory = read_memory(mine, *pair)
+    if memory is not None:
+        log(f"mt serve: {pair[0]}-{pair[1]}: a translation memory of {len(memory):,} segments")
+    return memory
+
+
 def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     """Every model loaded on the decode thread, given a worker there (one for all the directions of a
     multilingual model, so that they share its running batch), and warmed with one sentence."""
@@ -177,7 +189,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
             for tr, pair in zip(bound, pairs):
                 if pair in models:
                     raise MtError(f"-m: {pair[0]}-{pair[1]} is served twice")
-                models[pair] = ServedModel(*pair, tr, worker)
+                models[pair] = ServedModel(*pair, tr, worker, _memory(settings.memories, pair, log))
                 aliases.update(zip(tr.direction, pair))
             warm = TextBatch(bound[0], [LineText("warm up", 0)], translator.cfg.decode)
             worker.submit(warm.todo).done.result()

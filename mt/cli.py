@@ -184,7 +184,7 @@ def translate(
     from mt.decoding.loading import load_translator
     from mt.commands.translate import OUTPUT_FORMATS, translate_file
     from mt.commands.translate_document import check_output_format, document_format, translate_document
-    from mt.documents.formats import BILINGUAL
+    from mt.documents.formats import BILINGUAL, LOCALIZATION
     from mt.path_checks import check_input
     from mt.decoding.lines import LineFormat
 
@@ -200,23 +200,23 @@ def translate(
                       f"input is read as {document or 'lines'}")
     if document is not None:
         line_options = {"--nbest": nbest is not None, "--scores": scores, "--output-format": output_format != "text",
-                        "--prefix": prefix, "--constraints": constraints, "--alignment": alignment,
-                        "--memory": bool(memory)}
+                        "--prefix": prefix, "--constraints": constraints, "--alignment": alignment}
         given = next((option for option, value in line_options.items() if value), None)
         if given:
             raise MtError(f"{given}: not with --placeholders" if placeholders else f"{given}: for line input only; "
                           f"the input is read as {document} (--input-format lines reads it as lines)")
+    if memory and document is not None and document not in LOCALIZATION:
+        raise MtError(f"--memory: for line input and localization files; the input is read as {document}")
     tr = load_translator(checkpoint, device, quantize, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     opts = decode.applied_to(tr.cfg.decode)
+    from mt.data.translation_memories import read_memory
+
+    found = read_memory(memory, source_lang or tr.cfg.data.src_lang, target_lang or tr.cfg.data.tgt_lang)
     if document is not None:
-        translate_document(tr, input, output, opts, document, _warn, retranslate)
+        translate_document(tr, input, output, opts, document, _warn, retranslate, found)
         exit_without_teardown()
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     fmt.check(opts)
-    from mt.data.translation_memories import read_memory
-
-    languages = (source_lang or tr.cfg.data.src_lang, target_lang or tr.cfg.data.tgt_lang)
-    found = read_memory(memory, *languages)
     try:
         translate_file(tr, input, output, opts, fmt, _warn, found)
         exit_without_teardown()

@@ -40,11 +40,11 @@ def _format(input: str | None, given: str) -> str | None:
 
 
 def translate_document(tr: Translator, input: str | None, output: str | None, opts: DecodeConfig, fmt: str,
-                       warn, retranslate: bool = False) -> None:
+                       warn, retranslate: bool = False, memory=None) -> None:
     name = Path(input) if input else Path("<stdin>")
     data = _read(input)
     document = MessageLines(data, name) if fmt == PLACEHOLDER_LINES else \
-        read_document(data, fmt, name, Localization(target_language(tr), retranslate))
+        read_document(data, fmt, name, Localization(target_language(tr), retranslate, memory))
 
     def split(i: int, length: int, room: int, pieces: int) -> None:
         warn(f"warning: {name}: sentence {i + 1}: {length} tokens, more than the model learned ({room}): "

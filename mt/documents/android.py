@@ -69,7 +69,7 @@ class AndroidDocument:
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         xml_root(data, name, "resources", "an Android string resource file")
         self.name, self.text = name, decoded(data, name)
-        self.messages, self.entries, self.cdata, self.refused = Messages(), [], 0, 0
+        self.messages, self.entries, self.cdata, self.refused = Messages(options.memory), [], 0, 0
         for entry in _entries(self.text):
             raw = self.text[entry.start:entry.end]
             if "<![CDATA[" in raw:

@@ -56,7 +56,7 @@ class JsonDocument:
                 self.icu += 1
             elif path in wanted and LETTER.search(WHOLE.sub("", source)):
                 self.strings.append((start, end, source))
-        self.messages = Messages()
+        self.messages = Messages(options.memory)
         for _, _, source in self.strings:
             self.messages.add([plain(source, WHOLE)])
         self.sentences = self.messages.sentences

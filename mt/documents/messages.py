@@ -28,6 +28,7 @@ class Localization:
     whether entries already translated are translated again."""
     target: str | None = None
     retranslate: bool = False
+    memory: object = None  # a translation memory (mt/data/translation_memories.py `Memory`) consulted first
 
     def retargets(self, own: str | None) -> bool:
         """Whether a catalogue whose own language is `own` (a PO's Language, XLIFF's target-language, Qt's
@@ -95,14 +96,20 @@ def numbered(source: str, number: int, count_pattern: re.Pattern = COUNT) -> Can
 
 class Messages:
     """Messages, each with its candidates: `sentences` to translate, and `translated`, each message's
-    translation or None."""
+    translation or None. A message whose source the memory holds is not translated: `remembered` maps its index
+    to the memory's translation."""
 
-    def __init__(self):
+    def __init__(self, memory=None):
         self.candidates: list[list[Candidate]] = []
+        self.memory, self.remembered = memory, {}
 
     def add(self, candidates: list[Candidate | None]) -> int:
         """A message; its index."""
-        self.candidates.append([c for c in candidates if c is not None])
+        candidates = [c for c in candidates if c is not None]
+        found = self.memory.get(candidates[-1].source) if self.memory is not None and candidates else None
+        if found is not None:
+            self.remembered[len(self.candidates)] = found
+        self.candidates.append([] if found is not None else candidates)
         return len(self.candidates) - 1
 
     @property
@@ -112,7 +119,10 @@ class Messages:
     def translated(self, translations: list[tuple[str, str | None]], escape=str,
                    fragments: Fragments | None = None) -> list[str | None]:
         given, out = iter(translations), []
-        for message in self.candidates:
+        for index, message in enumerate(self.candidates):
+            if index in self.remembered:
+                out.append(escape(self.remembered[index]))
+                continue
             found = [c.translated(given, escape, fragments) for c in message]  # each candidate takes its own sentences
             out.append(next((t for t in found if t is not None), None))
         return out

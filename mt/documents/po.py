@@ -75,7 +75,7 @@ class PoDocument:
         self.forms = parsed(line, f"{name}: header") if self.header_forms else \
             retargeted or for_language(own or options.target)
         retranslate = options.replaces(own)
-        self.messages, self.fills, self.unsized = Messages(), [], 0
+        self.messages, self.fills, self.unsized = Messages(options.memory), [], 0
         for block, entry in entries:
             if entry.obsolete or not entry.msgid or (_translated(entry) and not retranslate):
                 continue
@@ -107,7 +107,9 @@ class PoDocument:
             if any(t is None for t in texts):
                 self.refused += 1
                 texts = [""] * len(texts)
-            edits.append((fill.block, self._entry(self.lines[fill.block.start:fill.block.end], fill, texts)))
+            remembered = all(i in self.messages.remembered for i in fill.messages)
+            edits.append((fill.block, self._entry(self.lines[fill.block.start:fill.block.end], fill, texts,
+                                                  fuzzy=not remembered)))
         if self.fills and (self.header_template or self.target or (self.forms and not self.header_forms)):
             edits.append(self._header())
         lines = list(self.lines)
@@ -115,8 +117,9 @@ class PoDocument:
             lines[block.start:block.end] = new
         return "".join(lines).encode("utf-8")
 
-    def _entry(self, lines: list[str], fill: Fill, texts: list[str]) -> list[str]:
-        """An entry's lines with its msgstr lines replaced by `texts` and `fuzzy` in its flags."""
+    def _entry(self, lines: list[str], fill: Fill, texts: list[str], fuzzy: bool = True) -> list[str]:
+        """An entry's lines with its msgstr lines replaced by `texts` and `fuzzy` in its flags (not for a memory's
+        translation, as msgmerge fills an exact match from a compendium)."""
         first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("msgstr"))
         last_newline = lines[-1][len(lines[-1].rstrip("\r\n")):]
         new = []
@@ -124,7 +127,7 @@ class PoDocument:
             new += msgstr_lines(f"msgstr[{index}]" if fill.plural else "msgstr", text)
         out = lines[:first] + [line + self.newline for line in new]
         out[-1] = out[-1][:-len(self.newline)] + last_newline
-        return _fuzzy(out, self.newline)
+        return _fuzzy(out, self.newline) if fuzzy else out
 
     def _header(self) -> tuple[Block, list[str]]:
         """The header with the file's charset (UTF-8 for a POT's CHARSET), the target language (`self.target`) and

@@ -54,7 +54,7 @@ class PropertiesDocument:
         except UnicodeDecodeError:  # ISO-8859-1, the format's first charset: written back in it
             self.text, self.ascii, self.charset = data.decode("latin-1"), True, "latin-1"
         self.entries = [e for e in _entries(self.text, name) if LETTER.search(e.value)]
-        self.messages = Messages()
+        self.messages = Messages(options.memory)
         for entry in self.entries:
             if ARGUMENT.search(entry.value) and not re.search(r"(?<!')'(?!')", entry.value):
                 entry.quoted, entry.value = True, entry.value.replace("''", "'")

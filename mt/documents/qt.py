@@ -84,7 +84,7 @@ class TsDocument:
         self.target = options.target if options.retargets(own) else None  # the language <TS> is to say
         self.forms = for_language(self.target) or for_language(own or options.target)
         retranslate = options.replaces(own)
-        self.messages, self.fills = Messages(), []
+        self.messages, self.fills = Messages(options.memory), []
         self.unsized = self.holding = self.refused = 0
         for message in _messages(self.text):
             if message.type in LEFT or (_has_text(message.inner) and not retranslate):

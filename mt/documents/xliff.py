@@ -32,6 +32,7 @@ NATIVE = re.compile(r"<((?:\w+:)?(?:ph|bpt|ept|it))\b[^>]*?(?<!/)>.*?</\1>", re.
 MARKS = {"1": ({"state": "needs-review-translation", "state-qualifier": "leveraged-mt"},
                {"state": "needs-translation"}),
          "2": ({"state": "translated", "subState": "mt:needs-review"}, {"state": "initial"})}
+REMEMBERED = {"1": {"state": "translated", "state-qualifier": "exact-match"}, "2": {"state": "translated"}}  # memory's
 UNITS = {"1": "trans-unit", "2": "segment"}
 LANGUAGE_TAGS = {"1": ("file", "target-language"), "2": ("xliff", "trgLang")}  # where each names its target
 
@@ -69,7 +70,7 @@ class XliffDocument:
         retranslate = options.replaces(own)
         self.units = [u for u in _units(self.text, UNITS[self.version])
                       if retranslate or not u.target_text.strip()]
-        self.messages = Messages()
+        self.messages = Messages(options.memory)
         for unit in self.units:
             self.messages.add([plain(self.text[unit.start:unit.end], NATIVE)])
         self.sentences = self.messages.sentences
@@ -78,7 +79,8 @@ class XliffDocument:
     def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
         found = self.messages.translated(translations, lambda t: html.escape(t, quote=False), fragments)
         self.refused = sum(1 for t in found if t is None)
-        edits = [edit for unit, text in zip(self.units, found) for edit in self._edits(unit, text)]
+        edits = [edit for i, (unit, text) in enumerate(zip(self.units, found))
+                 for edit in self._edits(unit, text, i in self.messages.remembered)]
         if self.target and self.units:
             attribute = LANGUAGE_TAGS[self.version][1]
             edits += [(start, end, with_attribute(self.text[start:end], attribute, self.target))
@@ -90,9 +92,9 @@ class XliffDocument:
         out.append(self.text[at:])
         return "".join(out).encode("utf-8")
 
-    def _edits(self, unit: Unit, text: str | None) -> list[tuple[int, int, str]]:
+    def _edits(self, unit: Unit, text: str | None, remembered: bool = False) -> list[tuple[int, int, str]]:
         """(start, end, replacement) for a unit, in file order: its target, and a 2.0 segment's state."""
-        marks = MARKS[self.version][0 if text is not None else 1]
+        marks = REMEMBERED[self.version] if remembered else MARKS[self.version][0 if text is not None else 1]
         text = self.text[unit.start:unit.end] if text is None else text
         edits = []
         if self.version == "2":

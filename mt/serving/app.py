@@ -243,7 +243,9 @@ async def translate_file(request: Request, form: FormData) -> JSONResponse:
     source, target, auto = form.get("source"), form.get("target"), form.get("source") == "auto"
     served = None if auto else server.model(source, target)
     data = await upload.read()
-    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename), Localization(target))
+    memory = served.memory if served is not None else None  # with source auto the direction is not known yet
+    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename), Localization(target,
+                                                                                                      memory=memory))
     if auto:  # the language of the file's sentences, as LibreTranslate detects it
         source = (await _detected(server, document.sentences, target))["language"]
     if auto and source == target:  # already in the target language: the file as it came

@@ -8,6 +8,7 @@ import gzip
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mt.data.translation_memories import Memory, PairFile, file_format
@@ -217,5 +218,34 @@ def test_serve_answers_from_the_memory_before_the_model(tmp_path, trained_tiny):
         assert answer.json()["translatedText"][:2] == ["Open %s", expected]
         assert answer.json()["translatedText"][2] != "Save"  # a fuzzy entry is no memory
         assert any("a translation memory of 3 segments" in line for line in server.log)
+        catalogue = 'msgid ""\nmsgstr ""\n"Language: en\\n"\n\nmsgid "%s öffnen"\nmsgstr ""\n'
+        upload = server.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("app.po", catalogue.encode("utf-8"))})
+        assert upload.status_code == 200, upload.text
+        filled = httpx.get(upload.json()["translatedFileUrl"], timeout=60).text
+        assert filled.endswith('msgid "%s öffnen"\nmsgstr "Open %s"\n')  # the memory's, not fuzzy
     finally:
         assert server.stop() == 0
+
+
+def test_a_catalogue_takes_the_memorys_translations_marked_as_its_format_marks_a_memory_match(tmp_path,
+                                                                                              trained_tiny):
+    checkpoint = trained_tiny / "checkpoint_last.pt"
+    memory = write(tmp_path / "m.tmx", TMX)
+    po = write(tmp_path / "en.po", 'msgid ""\nmsgstr ""\n"Language: en\\n"\n\nmsgid "Öffne die Datei jetzt."\n'
+                                   'msgstr ""\n\nmsgid "Das ist ein Test."\nmsgstr ""\n')
+    run_mt("translate", "-c", checkpoint, "-i", po, "-o", tmp_path / "out.po", "--memory", f"de:en={memory}")
+    entries = (tmp_path / "out.po").read_text(encoding="utf-8").split("\n\n")
+    assert entries[1] == 'msgid "Öffne die Datei jetzt."\nmsgstr "Open the file now."'  # not fuzzy
+    assert entries[2].startswith('#, fuzzy\nmsgid "Das ist ein Test."\nmsgstr "')
+    xlf = write(tmp_path / "a.xlf", '<xliff version="1.2"><file source-language="de" target-language="en" '
+                                    'datatype="plaintext" original="x"><body><trans-unit id="1"><source>Öffne die '
+                                    'Datei jetzt.</source></trans-unit><trans-unit id="2"><source>Das ist ein Test.'
+                                    '</source></trans-unit></body></file></xliff>')
+    run_mt("translate", "-c", checkpoint, "-i", xlf, "-o", tmp_path / "out.xlf", "--memory", f"de:en={memory}")
+    out = (tmp_path / "out.xlf").read_text(encoding="utf-8")
+    assert '<target state="translated" state-qualifier="exact-match">Open the file now.</target>' in out
+    assert out.count('state-qualifier="leveraged-mt"') == 1
+    html = write(tmp_path / "a.html", "<p>Hallo</p>")
+    proc = run_mt("translate", "-c", checkpoint, "-i", html, "--memory", f"de:en={memory}", check=False)
+    assert "--memory: for line input and localization files" in one_error_line(proc)

@@ -406,6 +406,9 @@ def serve(
     memory: Annotated[Optional[list[str]], typer.Option("--memory", help="[SRC:TGT=]FILE[,FILE]: a translation "
                                                         "memory whose exact matches /translate answers; repeatable.")]
     = None,
+    suggestions: Annotated[Optional[Path], typer.Option("--suggestions", help="SQLite file for POST /suggest "
+                                                        "(made if missing); corrections are answered at once.")]
+    = None,
 ):
     """Serve models over HTTP: LibreTranslate's API, a glossary per request, a native endpoint, /metrics, a web page."""
     try:
@@ -428,7 +431,8 @@ def serve(
     http = HttpSettings(**{name: value for name, value in given.items() if value is not None})
     settings = ServeSettings(host, port, device, Limits(max_chars, max_sentences, max_queued_tokens,
                                                         queue_wait_s=queue_wait), api_keys,
-                             batching, log_text, threads, parallel_batches, http, quantize, tuple(memory or ()))
+                             batching, log_text, threads, parallel_batches, http, quantize, tuple(memory or ()),
+                             str(suggestions) if suggestions else None)
     run(load_server(specs, settings, _warn), settings)
 
 
@@ -448,6 +452,24 @@ def _check_port(host: str, port: int) -> None:
             probe.bind((host, port))
     except OSError as e:
         raise MtError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
+
+
+suggestions_app = typer.Typer(no_args_is_help=True, help="Users' corrections that `mt serve --suggestions` kept.")
+app.add_typer(suggestions_app, name="suggestions")
+
+
+@suggestions_app.command("export")
+@files(reads=("database",), writes=("output",))
+def suggestions_export(
+    database: Annotated[Path, typer.Argument(help="The --suggestions file of `mt serve`.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The TMX file to write.")],
+    since: Annotated[Optional[str], typer.Option(help="Only those made at or after this date or time (UTC unless "
+                                                 "it says): 2026-12-01, 2026-12-01T09:30.")] = None,
+):
+    """Write the suggestions as TMX 1.4 (each unit's creationdate and id kept), for review, mt train or a CAT tool."""
+    from mt.serving.suggestions import export
+
+    _warn(f"wrote {export(database, output, since)} suggestions to {output}")
 
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers (ratios against a reference).")

@@ -57,7 +57,7 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
                   "zh": "Chinese"}
 ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
-             "/frontend/settings", "/translate_file", "/download_file")
+             "/frontend/settings", "/translate_file", "/download_file", "/suggest")
 # A document's alignment pass (mt's model) runs on the decode thread in static batches of this many source tokens,
 # between decoding steps: a short request decoding meanwhile waits for at most one such batch.
 ALIGNMENT_PART_TOKENS = 1024
@@ -123,8 +123,8 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     if detected and detected["language"] == body.get("target"):  # as LibreTranslate's identity translation
         return JSONResponse(_as_sent(q, detected, alternatives))
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
-    documents = await run_in_threadpool(lambda: [_remembered(served, t, fmt) or _document(t, fmt, protect, markers)
-                                                 for t in texts])
+    documents = await run_in_threadpool(lambda: [_remembered(server, served, t, fmt)
+                                                 or _document(t, fmt, protect, markers) for t in texts])
     protecting = fmt == "html" or any(isinstance(d, MessageText) for d in documents)
     sentences = [s for document in documents for s in document.sentences]
     if len(sentences) > server.limits.max_sentences:
@@ -165,8 +165,13 @@ class Remembered:
         return self.translation
 
 
-def _remembered(served: ServedModel, text: str, fmt: str) -> Remembered | None:
-    found = served.memory.get(text) if served.memory is not None and fmt == "text" else None
+def _remembered(server: Server, served: ServedModel, text: str, fmt: str) -> Remembered | None:
+    """A user's correction of the text (--suggestions), else the translation memory's (--memory)."""
+    if fmt != "text":
+        return None
+    found = server.suggestions.get(served.source, served.target, text) if server.suggestions is not None else None
+    if found is None and served.memory is not None:
+        found = served.memory.get(text)
     return None if found is None else Remembered(found)
 
 
@@ -217,12 +222,36 @@ async def detect_language(request: Request, body: dict) -> JSONResponse:
     return JSONResponse(found if isinstance(q, list) else found[0])
 
 
+@_access_checked(request_fields)
+async def suggest(request: Request, body: dict) -> JSONResponse:
+    """LibreTranslate's `POST /suggest`: a user's translation `s` of `q`, stored (on disk before the 200) and
+    answered by every later /translate of `q` in that direction. Unlike LibreTranslate's, it takes the API-key
+    check and the character limit of /translate."""
+    server: Server = request.app.state.server
+    if server.suggestions is None:
+        raise HttpError(403, "Suggestions are disabled on this server.")
+    for name in ("q", "s", "source", "target"):
+        if not body.get(name):
+            raise HttpError(400, f"Invalid request: missing {name} parameter")
+        if not isinstance(body[name], str):
+            raise HttpError(400, f"Invalid request: {name} must be a string")
+    chars = len(body["q"]) + len(body["s"])
+    if chars > server.limits.max_chars:
+        raise HttpError(400, f"Invalid request: request ({chars} characters) exceeds text limit "
+                             f"({server.limits.max_chars})")
+    served = server.model(body["source"], body["target"])
+    await run_in_threadpool(server.suggestions.add, body["q"], body["s"], served.source, served.target,
+                            body.get("api_key") or None)
+    return JSONResponse({"success": True})
+
+
 async def frontend_settings(request: Request) -> JSONResponse:
     """LibreTranslate's `GET /frontend/settings`, which its web clients read first."""
     server: Server = request.app.state.server
     keys, target = server.api_keys is not None, sorted(t for _, t in server.models)[0]
     return JSONResponse({"charLimit": server.limits.max_chars, "frontendTimeout": 500, "apiKeys": keys,
-                         "keyRequired": keys, "suggestions": False, "filesTranslation": True,
+                         "keyRequired": keys, "suggestions": server.suggestions is not None,
+                         "filesTranslation": True,
                          "supportedFilesFormat": sorted(FILE_EXTENSIONS),
                          "language": {"source": {"code": "auto", "name": "Auto Detect"},
                                       "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}})
@@ -411,11 +440,20 @@ async def native_translate(request: Request, body: dict) -> JSONResponse:
     fmt = LineFormat(nbest, False, "json", flags["prefix"], flags["constraints"], flags["alignment"])
     fmt.check(opts)
     texts = [line_text(line, i, fmt) for i, line in enumerate(lines)]
-    found, pieces = await _decode(request, served, texts, opts, nbest, flags["alignment"])
-    results = [{"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
-                                            **({"alignment": t.alignment} if t.alignment is not None else {})}
-                                           for t in per], **({"split_into": n} if n > 1 else {})}
-               for i, (per, n) in enumerate(zip(found, pieces))]
+    plain = not (flags["prefix"] or flags["constraints"])
+    remembered = [_remembered(server, served, line, "text") if plain else None for line in lines]
+    asked = [text for text, known in zip(texts, remembered) if known is None]
+    decoded, pieces = await _decode(request, served, asked, opts, nbest, flags["alignment"]) if asked else ([], [])
+    decoded, pieces = iter(decoded), iter(pieces)
+    results = []
+    for i, known in enumerate(remembered):
+        if known is not None:  # a user's correction or the memory's: not decoded
+            results.append({"line": i, "hypotheses": [{"text": known.translation, "score": 0.0, "memory": True}]})
+            continue
+        per, n = next(decoded), next(pieces)
+        results.append({"line": i, "hypotheses": [{"text": t.text, "score": round(t.score, 4),
+                                                   **({"alignment": t.alignment} if t.alignment is not None else {})}
+                                                  for t in per], **({"split_into": n} if n > 1 else {})})
     return JSONResponse({"results": results})
 
 
@@ -464,6 +502,7 @@ def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
               Route("/frontend/settings", _route(frontend_settings, "/frontend/settings"), methods=["GET"]),
               Route("/translate_file", _route(translate_file, "/translate_file"), methods=["POST"]),
               Route("/download_file/{name}", _route(download_file, "/download_file"), methods=["GET"]),
+              Route("/suggest", _route(suggest, "/suggest"), methods=["POST"]),
               Route("/", _route(web_page, "/"), methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
     app.state.server, app.state.files = server, TranslatedFiles()

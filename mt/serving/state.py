@@ -17,6 +17,7 @@ from mt.errors import HttpError, MtError
 from mt.serving.limits import HttpSettings
 from mt.decoding.lines import LineText
 from mt.data.translation_memories import Memory, read_memory
+from mt.serving.suggestions import Suggestions
 from mt.decoding.text_front_end import TextBatch
 from mt.decoding.loading import load_translator
 from mt.decoding.model_backend import ModelBackend
@@ -54,6 +55,7 @@ class Server:
     metrics_token: str | None = None  # /metrics needs `Authorization: Bearer TOKEN` when set
     closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
     aliases: dict[str, str] = field(default_factory=dict)  # a model's own code -> the one it is served under
+    suggestions: Suggestions | None = None  # users' corrections (--suggestions), answered before the model
 
     def model(self, source, target) -> ServedModel:
         if not isinstance(source, str) or not isinstance(target, str):
@@ -105,6 +107,7 @@ class ServeSettings:
     http: HttpSettings = field(default_factory=HttpSettings)  # body limit, timeouts, CORS, the /metrics token
     quantize: str | None = None  # "int8": int8 weights (mt's for checkpoints, CTranslate2's for exports)
     memories: tuple[str, ...] = ()  # --memory: [SRC:TGT=]FILE[,FILE], for that direction or every one
+    suggestions: str | None = None  # --suggestions: the SQLite file /suggest writes (None: /suggest answers 403)
 
 
 # Two CTranslate2 calls at once, each on half the threads: on 2 cores the demo model's export served 32
@@ -197,5 +200,8 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     except BaseException:
         decoder.stop()
         raise
+    suggestions = Suggestions(settings.suggestions) if settings.suggestions else None
+    if suggestions is not None:
+        log(f"mt serve: suggestions in {settings.suggestions} ({len(suggestions):,} texts corrected)")
     return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True,
-                  metrics_token=settings.http.metrics_token, aliases=aliases)
+                  metrics_token=settings.http.metrics_token, aliases=aliases, suggestions=suggestions)

@@ -17,7 +17,7 @@ import typer
 from mt.decode_options import DecodeChoices, with_decode_options
 from mt.errors import MtError
 from mt.exit_codes import OutputClosed, exit_without_teardown, run_and_exit
-from mt.path_parameters import clean_outputs, comma_separated, files, metrics_files, served_paths
+from mt.path_parameters import clean_outputs, comma_separated, files, memory_paths, metrics_files, served_paths
 from mt.tuning import describe, tune_process
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -142,7 +142,8 @@ def distill(config: Path, set_: SetOption = None,
 
 
 @app.command()
-@files(reads=("checkpoint", "input"), writes=("output",), seeks=("checkpoint",))
+@files(reads=("checkpoint", "input", "memory"), writes=("output",), expand={"memory": memory_paths},
+       seeks=("checkpoint", "memory"))
 @with_decode_options
 def translate(
     checkpoint: Annotated[list[Path], typer.Option("-c", "--checkpoint", help="Checkpoint to translate with; "
@@ -254,7 +255,7 @@ def evaluate(
     decode: DecodeChoices = None,
 ):
     """Score hypotheses against references with sacrebleu (translating --src with -c first if given)."""
-    from mt.data.parallel_text import read_lines
+    from mt.data.text_files import read_lines
     from mt.training.corpus_scores import score_corpus
 
     from mt.path_checks import check_input
@@ -363,7 +364,8 @@ def average(
 
 
 @app.command()
-@files(reads=("model", "api_keys"), expand={"model": served_paths}, seeks=("model",))
+@files(reads=("model", "api_keys", "memory", "suggestions"), expand={"model": served_paths, "memory": memory_paths},
+       seeks=("model", "memory", "suggestions"))  # read again by SIGHUP; suggestions: SQLite's database
 def serve(
     model: Annotated[list[str], typer.Option("-m", "--model", help="SRC:TGT=PATH: a checkpoint, a CTranslate2 export "
                                              "(mt export), or A.pt,B.pt (an ensemble); repeat for more pairs. PATH "
@@ -454,12 +456,46 @@ def _check_port(host: str, port: int) -> None:
         raise MtError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
 
 
+@app.command()
+@files(reads=("checkpoint", "corrections", "dev_src", "dev_ref", "replay_src", "replay_tgt"), writes=("output",),
+       seeks=("checkpoint", "corrections", "dev_src", "dev_ref", "replay_src", "replay_tgt"))  # read again by others
+def adapt(
+    checkpoint: Annotated[Path, typer.Option("-c", "--checkpoint", help="The model to adapt (an mt checkpoint).")],
+    corrections: Annotated[Path, typer.Option(help="Reviewed corrections as TMX (mt suggestions export), or the "
+                                              "suggestions database with --unreviewed.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The adapted checkpoint to write.")],
+    dev_src: Annotated[Path, typer.Option("--dev-src", help="Dev set source: the model must not get worse on it.")],
+    dev_ref: Annotated[Path, typer.Option("--dev-ref", help="Dev set references.")],
+    src_lang: Annotated[str, typer.Option(help="The corrections' source language (as in the TMX).")],
+    tgt_lang: Annotated[str, typer.Option(help="Their target language.")],
+    steps: Annotated[int, typer.Option(min=1, help="Fine-tuning updates.")] = 200,
+    weight: Annotated[float, typer.Option(min=0.01, help="The corrections' share of the batches against the "
+                                          "replay's 1.")] = 1.0,
+    max_bleu_loss: Annotated[float, typer.Option(min=0, help="Refuse a model that loses more dev BLEU.")] = 0.5,
+    unreviewed: Annotated[bool, typer.Option("--unreviewed", help="Adapt straight from the suggestions database "
+                                             "(what anyone sent).")] = False,
+    replay_src: Annotated[Optional[Path], typer.Option(help="Replay this corpus instead of the model's own "
+                                                       "training data.")] = None,
+    replay_tgt: Annotated[Optional[Path], typer.Option(help="Its target side.")] = None,
+):
+    """Fine-tune a model on users' corrections mixed with a replay of its training data; write it only if it does
+    not lose more than --max-bleu-loss on the dev set (docs/serving.md)."""
+    from mt.commands.adapt import adapt as run_adapt
+
+    if (replay_src is None) != (replay_tgt is None):
+        raise MtError("--replay-src and --replay-tgt go together")
+    replay = (replay_src, replay_tgt) if replay_src else None
+    before, after = run_adapt(checkpoint, corrections, output, dev_src, dev_ref, (src_lang, tgt_lang), steps, weight,
+                              max_bleu_loss, unreviewed, replay, _warn)
+    _warn(f"wrote {output} (dev BLEU {before:.2f} -> {after:.2f})")
+
+
 suggestions_app = typer.Typer(no_args_is_help=True, help="Users' corrections that `mt serve --suggestions` kept.")
 app.add_typer(suggestions_app, name="suggestions")
 
 
 @suggestions_app.command("export")
-@files(reads=("database",), writes=("output",))
+@files(reads=("database",), writes=("output",), seeks=("database",))
 def suggestions_export(
     database: Annotated[Path, typer.Argument(help="The --suggestions file of `mt serve`.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The TMX file to write.")],

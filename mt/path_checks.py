@@ -65,8 +65,8 @@ def check_files(reads: list[tuple[str, PathArg]], writes: list[tuple[str, PathAr
     read by seeking in it (`seeks`) is a pipe."""
     for option, path in seeks:
         if path is not None and is_special(Path(path)):
-            raise MtError(f"{option} {path}: is a pipe or a device, but mt reads this input by seeking in it (a zip "
-                          "archive); save it to a file and give that")
+            raise MtError(f"{option} {path}: is a pipe or a device, but mt seeks in this input or reads it more than "
+                          "once; save it to a file and give that")
     reads = [(option, path) for option, path in reads if path is not None]
     writes = [(option, path) for option, path in writes if path is not None]
     folders = [(option, path) for option, path in folders if path is not None]

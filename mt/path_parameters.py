@@ -16,7 +16,7 @@ import typer
 @dataclasses.dataclass(frozen=True)
 class Files:
     """The parameters of a command that name files: those it reads, the files and the folders it writes, and the
-    reads it seeks in (`seeks`: a zip archive, which a pipe cannot give); `expand` turns a parameter's value into
+    reads a pipe cannot give (`seeks`: a zip archive, a database, a file read again); `expand` turns a parameter's value into
     the paths it stands for (mt clean's -o PREFIX: two files). Every other read is read once, from start to end,
     so that a pipe (`--src <(zcat corpus.de.gz)`, /dev/stdin) can give it."""
 
@@ -91,6 +91,11 @@ def clean_outputs(prefix: str, values: dict) -> list[Path]:
 def served_paths(specs: list[str], values: dict) -> list[str]:
     """The paths in `SRC:TGT=PATH[,PATH...]` (or `PATH[,PATH...]`) specs, as ModelSpec.parse reads them."""
     return [path for spec in specs for path in (spec.partition("=")[2] if "=" in spec else spec).split(",") if path]
+
+
+def memory_paths(specs: list[str] | None, values: dict) -> list[str]:
+    """The files of `--memory [SRC:TGT=]FILE[,FILE]` values."""
+    return [path for spec in specs or [] for path in spec.rpartition("=")[2].split(",") if path]
 
 
 def comma_separated(paths: list[Path], values: dict) -> list[Path]:

@@ -10,7 +10,7 @@ README = PACKAGE.parent / "README.md"
 DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 # Bottom to top. "base" is the flat modules of mt/ itself, "top" the command line above every package.
-PACKAGES = ["base", "model", "data", "decoding", "documents", "training", "serving", "interop", "commands", "top"]
+PACKAGES = ["base", "model", "documents", "data", "decoding", "training", "serving", "interop", "commands", "top"]
 TOP = {"cli", "__main__", "__init__", "exit_codes", "path_parameters", "decode_options"}  # cli.py and its machinery
 # The commands load what they need (and optional extras) when they run; so does mt clean's -o expander.
 LAZY_IMPORTS_ALLOWED = {"cli", "path_parameters"}

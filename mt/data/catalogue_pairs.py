@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 
 from mt.data.tmx import local, segment_text
+from mt.documents import android, po, properties
+from mt.documents import json_strings as json_catalogue
 from mt.documents.file_checks import decoded, xml_root
 from mt.errors import DataError, MtError, needs
 
@@ -55,14 +57,12 @@ def _read(path: Path) -> bytes:
 
 
 def po_pairs(path: Path, keep_fuzzy: bool = False) -> Pairs:
-    from mt.documents.po import PO_ERROR, _decoded
-
     polib = needs("polib", "polib", "documents")
-    text = _decoded(_read(path), path)
+    text = po.po_text(_read(path), path)
     try:
         catalog = polib.pofile(text if "\n" in text else text + "\n")
     except (OSError, ValueError) as e:
-        found = PO_ERROR.search(str(e))
+        found = po.PO_ERROR.search(str(e))
         raise DataError(f"{path}: line {found.group(1) if found else 1}: not a valid PO file") from None
     found = Pairs((None, catalog.metadata.get("Language", "").strip() or None))
     for entry in catalog:
@@ -122,19 +122,15 @@ def ts_pairs(path: Path, keep_fuzzy: bool = False) -> Pairs:
 
 
 def android_strings(path: Path) -> dict[str, str]:
-    from mt.documents.android import _entries, read
-
     text = decoded(_read(path), path)
     try:
         xml_root(text.encode("utf-8"), path, "resources", "an Android strings.xml")
     except MtError as e:
         raise DataError(str(e)) from None
-    return {entry.key: read(text[entry.start:entry.end])[0] for entry in _entries(text)}
+    return {entry.key: android.read(text[entry.start:entry.end])[0] for entry in android.string_entries(text)}
 
 
 def json_strings(path: Path) -> dict[str, str]:
-    from mt.documents.json_strings import _translated_paths
-
     text = decoded(_read(path), path)
     try:
         tree = json.loads(text)
@@ -143,7 +139,7 @@ def json_strings(path: Path) -> dict[str, str]:
     if not isinstance(tree, dict):
         raise DataError(f"{path}: line 1: not a JSON object of translation strings")
     strings = {}
-    for key_path in _translated_paths(tree, ()):
+    for key_path in json_catalogue.translated_paths(tree, ()):
         value = tree
         for key in key_path:
             value = value[key]
@@ -152,15 +148,13 @@ def json_strings(path: Path) -> dict[str, str]:
 
 
 def properties_strings(path: Path) -> dict[str, str]:
-    from mt.documents.properties import _entries
-
     data = _read(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")  # Java's own encoding of .properties before Java 9
     try:
-        return {entry.key: entry.value for entry in _entries(text, path)}
+        return {entry.key: entry.value for entry in properties.property_entries(text, path)}
     except MtError as e:
         raise DataError(str(e)) from None
 

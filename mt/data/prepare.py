@@ -35,7 +35,8 @@ from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chun
 from mt.config import Config, config_to_dict, data_identity
 from mt.data.corpus import Corpus, CorpusWriter, corpus_of_ids, map_corpus, prefixed, token_dtype, write_corpus
 from mt.data.languages import source_prefix, target_prefix, tokens_of
-from mt.data.parallel_text import TrainingCorpus, dev_sets, parallel_chunks, source_files, training_corpora
+from mt.data.parallel_text import TrainingCorpus, dev_sets, source_files, training_corpora
+from mt.data.text_files import parallel_chunks
 from mt.errors import DataError, MtError
 from mt.progress import Progress
 from mt.data.tokenizer import Tokenizer, train_tokenizer

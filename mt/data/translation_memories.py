@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mt.data import catalogue_pairs
+from mt.data.text_files import parallel_chunks
 from mt.data.tmx import INLINE_CODES, TmxPairs, matches
+from mt.documents.inline_markup import sentence_spans
+from mt.documents.placeholders import protected
 from mt.errors import DataError
 
 FORMATS = ("text", "tmx", "po", "xliff", "ts", "android", "json", "arb", "properties")
@@ -50,9 +53,6 @@ def normalized(text: str) -> str:
 
 def presented(text: str) -> str:
     """A string of a localization file as `mt translate -i` gives it to the model: without its placeholders."""
-    from mt.documents.inline_markup import sentence_spans
-    from mt.documents.placeholders import protected
-
     return " ".join(s for s, _, _ in sentence_spans(protected(text).unit.text))
 
 
@@ -89,8 +89,6 @@ class PairFile:
             self.skipped = units.skipped
             return
         if self.fmt == "text":
-            from mt.data.parallel_text import parallel_chunks
-
             for src, tgt in parallel_chunks(self.src, self.tgt):
                 self.taken += len(src)
                 yield from zip(src, tgt)

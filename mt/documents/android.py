@@ -70,7 +70,7 @@ class AndroidDocument:
         xml_root(data, name, "resources", "an Android string resource file")
         self.name, self.text = name, decoded(data, name)
         self.messages, self.entries, self.cdata, self.refused = Messages(options.memory), [], 0, 0
-        for entry in _entries(self.text):
+        for entry in string_entries(self.text):
             raw = self.text[entry.start:entry.end]
             if "<![CDATA[" in raw:
                 self.cdata += 1
@@ -148,7 +148,7 @@ def _unescaped(escape: str) -> str:
     return ESCAPES.get(escape[1], escape[1])
 
 
-def _entries(text: str) -> list[Entry]:
+def string_entries(text: str) -> list[Entry]:
     """The strings and items of the file, in order, their contents located; none with translatable="false", its
     own or its array's."""
     entries, stack, offset = [], [], 0

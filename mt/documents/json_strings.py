@@ -46,7 +46,7 @@ class JsonDocument:
             raise MtError(f"{name}: line 1: not a JSON object of translation strings (its top is a "
                           f"{type(tree).__name__})")
         self.ascii = self.text.isascii() and re.search(r"\\u00[89a-fA-F]|\\u0[1-9a-fA-F]|\\u[1-9a-fA-F]", self.text)
-        wanted = set(_translated_paths(tree, ()))
+        wanted = set(translated_paths(tree, ()))
         self.strings, self.locale, self.icu = [], [], 0  # (start, end, source) of each value translated
         for start, end, path in _values(self.text):
             source = json.loads(self.text[start:end])
@@ -89,20 +89,20 @@ class JsonDocument:
         return out
 
 
-def _translated_paths(value, path: tuple):
+def translated_paths(value, path: tuple):
     """The key paths of the strings to translate under `value`."""
     if isinstance(value, str):
         yield path
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _translated_paths(item, (*path, index))
+            yield from translated_paths(item, (*path, index))
     elif isinstance(value, dict):
         if isinstance(value.get("message"), str) and set(value) <= MESSAGE_KEYS:
             yield (*path, "message")
             return
         for key, item in value.items():
             if not key.startswith("@"):
-                yield from _translated_paths(item, (*path, key))
+                yield from translated_paths(item, (*path, key))
 
 
 def _values(text: str):

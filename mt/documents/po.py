@@ -53,7 +53,7 @@ class PoDocument:
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         polib = needs("polib", "polib", "documents")
-        self.name, self.text = name, _decoded(data, name)
+        self.name, self.text = name, po_text(data, name)
         try:
             catalog = polib.pofile(self.text if "\n" in self.text else self.text + "\n")  # never a path
         except (OSError, ValueError) as e:
@@ -235,7 +235,7 @@ def _matched(catalog, blocks: list[Block], name: Path) -> list[tuple[Block, obje
     return pairs
 
 
-def _decoded(data: bytes, name: Path) -> str:
+def po_text(data: bytes, name: Path) -> str:
     found = re.search(rb"charset=([\w.:-]+)", data[:4096])
     charset = found.group(1).decode("ascii").lower() if found else "utf-8"
     if charset not in CHARSETS:

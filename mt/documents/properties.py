@@ -53,7 +53,7 @@ class PropertiesDocument:
             self.text, self.ascii = data.decode("utf-8-sig"), data.isascii()
         except UnicodeDecodeError:  # ISO-8859-1, the format's first charset: written back in it
             self.text, self.ascii, self.charset = data.decode("latin-1"), True, "latin-1"
-        self.entries = [e for e in _entries(self.text, name) if LETTER.search(e.value)]
+        self.entries = [e for e in property_entries(self.text, name) if LETTER.search(e.value)]
         self.messages = Messages(options.memory)
         for entry in self.entries:
             if ARGUMENT.search(entry.value) and not re.search(r"(?<!')'(?!')", entry.value):
@@ -95,7 +95,7 @@ class PropertiesDocument:
                 "come back from their translation"]
 
 
-def _entries(text: str, name: Path) -> list[Entry]:
+def property_entries(text: str, name: Path) -> list[Entry]:
     """Each key's value, as Properties.load reads it, with where it lies in `text` (from its first character to
     the end of its logical line)."""
     entries, lines = [], re.finditer(r"[^\r\n]*(?:\r\n|\r|\n|$)", text)

@@ -48,7 +48,7 @@ from mt.documents.messages import Localization, MessageText
 from mt.documents.placeholders import WEBLATE_MARKER
 from mt.documents.text import TextDocument
 from mt.serving.translated_files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
-from mt.serving.state import ServedModel, Server, ServeSettings
+from mt.serving.state import ServedModel, Server, ServeSettings, reload
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -527,6 +527,10 @@ async def _routing_error(request: Request, error: HTTPException) -> JSONResponse
 # ---------------------------------------------------------------- running it
 
 
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def serve(server: Server, settings: ServeSettings) -> None:
     """Serve until SIGTERM or Ctrl-C: then stop accepting, answer what was accepted, stop the workers."""
     import uvicorn
@@ -537,6 +541,9 @@ def serve(server: Server, settings: ServeSettings) -> None:
             """SIGTERM and Ctrl-C start the graceful shutdown; unlike uvicorn's own, the signal is not raised
             again after it, so a server that answered everything it accepted exits 0."""
             previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            # SIGHUP: the models loaded again from their paths, beside the running ones, and swapped in
+            previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: threading.Thread(
+                target=reload, args=(server, _log), name="mt-reload", daemon=True).start())
             try:
                 yield
             finally:

@@ -4,6 +4,7 @@ server state its HTTP routes (mt/serving/app.py) read."""
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -56,6 +57,8 @@ class Server:
     closed_unanswered: int = 0  # requests closed with a 503 when the shutdown grace period ran out
     aliases: dict[str, str] = field(default_factory=dict)  # a model's own code -> the one it is served under
     suggestions: Suggestions | None = None  # users' corrections (--suggestions), answered before the model
+    specs: tuple[ModelSpec, ...] = ()  # what -m named: SIGHUP loads them again (`reload`)
+    settings: ServeSettings | None = None
 
     def model(self, source, target) -> ServedModel:
         if not isinstance(source, str) or not isinstance(target, str):
@@ -179,24 +182,7 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
         if settings.threads:  # on the decode thread, before any model: CTranslate2 takes torch's count
             decoder.call(functools.partial(torch.set_num_threads, settings.threads))
         for spec in specs:
-            translator = decoder.call(functools.partial(load_translator, list(spec.paths), settings.device,
-                                                        settings.quantize, ct2_parallel=settings.parallel_batches or
-                                                        DEFAULT_PARALLEL_BATCHES))
-            worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching,
-                                        metrics)
-            bound = served_directions(spec, translator)
-            pairs = [tuple(served_code(tr, code) for code in tr.direction) for tr in bound]
-            if (settings.parallel_batches or 1) > 1 and not spec.exported:
-                log(f"warning: --parallel-batches applies to exported models; {_pairs(pairs)} is decoded by mt's "
-                    "own search, one running batch")
-            for tr, pair in zip(bound, pairs):
-                if pair in models:
-                    raise MtError(f"-m: {pair[0]}-{pair[1]} is served twice")
-                models[pair] = ServedModel(*pair, tr, worker, _memory(settings.memories, pair, log))
-                aliases.update(zip(tr.direction, pair))
-            warm = TextBatch(bound[0], [LineText("warm up", 0)], translator.cfg.decode)
-            worker.submit(warm.todo).done.result()
-            log(f"mt serve: {_pairs(pairs)} from {', '.join(spec.paths)} ({decoding(translator)})")
+            _load(spec, settings, decoder, metrics, models, aliases, decoder.call, log)
     except BaseException:
         decoder.stop()
         raise
@@ -204,4 +190,57 @@ def load_server(specs: list[ModelSpec], settings: ServeSettings, log) -> Server:
     if suggestions is not None:
         log(f"mt serve: suggestions in {settings.suggestions} ({len(suggestions):,} texts corrected)")
     return Server(models, decoder, settings.limits, metrics, api_keys, settings.log_text, ready=True,
-                  metrics_token=settings.http.metrics_token, aliases=aliases, suggestions=suggestions)
+                  metrics_token=settings.http.metrics_token, aliases=aliases, suggestions=suggestions,
+                  specs=tuple(specs), settings=settings)
+
+
+def _load(spec: ModelSpec, settings: ServeSettings, decoder: DecodeThread, metrics: Metrics, models: dict,
+          aliases: dict, run, log) -> None:
+    """One -m spec loaded (by `run`: on the decode thread at start, beside it on a reload), given its worker and
+    warmed with one sentence; its directions added to `models` and `aliases`."""
+    translator = run(functools.partial(load_translator, list(spec.paths), settings.device, settings.quantize,
+                                       ct2_parallel=settings.parallel_batches or DEFAULT_PARALLEL_BATCHES))
+    worker = decoder.add_worker(translator.backend, settings.limits.max_queued_tokens, settings.batching, metrics)
+    bound = served_directions(spec, translator)
+    pairs = [tuple(served_code(tr, code) for code in tr.direction) for tr in bound]
+    if (settings.parallel_batches or 1) > 1 and not spec.exported:
+        log(f"warning: --parallel-batches applies to exported models; {_pairs(pairs)} is decoded by mt's "
+            "own search, one running batch")
+    for tr, pair in zip(bound, pairs):
+        if pair in models:
+            raise MtError(f"-m: {pair[0]}-{pair[1]} is served twice")
+        models[pair] = ServedModel(*pair, tr, worker, _memory(settings.memories, pair, log))
+        aliases.update(zip(tr.direction, pair))
+    warm = TextBatch(bound[0], [LineText("warm up", 0)], translator.cfg.decode)
+    worker.submit(warm.todo).done.result()
+    log(f"mt serve: {_pairs(pairs)} from {', '.join(spec.paths)} ({decoding(translator)})")
+
+
+def reload(server: Server, log) -> None:
+    """Every -m spec loaded again from its paths (an adapted checkpoint moved into place: SIGHUP), beside the
+    models being served, then swapped in at once: a request that already has its model finishes on the old one,
+    whose worker is let go once it has nothing left to answer. A model that fails to load leaves all as they were."""
+    models, aliases = {}, {}
+    try:
+        for spec in server.specs:
+            _load(spec, server.settings, server.decoder, server.metrics, models, aliases, lambda load: load(), log)
+    except Exception as e:  # the old models stay; the new workers are idle and let go below
+        log(f"mt serve: reload failed, still serving the models loaded before: {e}")
+        _retire(server.decoder, {id(m.worker): m.worker for m in models.values()}.values())
+        return
+    old = {id(m.worker): m.worker for m in server.models.values()}.values()
+    server.models, server.aliases = models, aliases
+    log(f"mt serve: reloaded {_pairs(list(models))}")
+    _retire(server.decoder, old)
+
+
+def _retire(decoder: DecodeThread, workers) -> None:
+    """Workers no request can reach any more, removed once they have answered what they accepted."""
+    for worker in workers:
+        while True:
+            with decoder.lock:
+                if not worker.pending:
+                    decoder.workers.remove(worker)
+                    break
+            time.sleep(0.05)
+        decoder.call(worker.close)

@@ -10,10 +10,10 @@ import sentencepiece as spm
 import torch
 
 import mt.data.corpus
-import mt.data.parallel_text
+import mt.data.text_files
 from mt.config import load_config
 from mt.data.corpus import CorpusWriter, token_dtype
-from mt.data.parallel_text import parallel_chunks, read_parallel
+from mt.data.text_files import parallel_chunks, read_parallel
 from mt.errors import DataError
 from mt.data.prepare import Reservoir, load_prepared, prepare_data
 from mt.data.tokenizer import train_tokenizer
@@ -81,7 +81,7 @@ def test_over_max_sentences_sentencepiece_sees_a_seeded_sample(tmp_path):
 
 
 def test_chunked_reading_gives_the_whole_file_and_errors_name_the_right_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(mt.data.parallel_text, "CHUNK_LINES", 2)
+    monkeypatch.setattr(mt.data.text_files, "CHUNK_LINES", 2)
     src, tgt = tmp_path / "a.de", tmp_path / "a.en"
     src.write_bytes(b"eins\r\nzwei\n\ndrei\nvier\nf\xc3\xbcnf")  # CRLF, an empty line, no final newline
     tgt.write_text("one\ntwo\n\nthree\nfour\nfive\n")
@@ -100,7 +100,7 @@ def test_chunked_reading_gives_the_whole_file_and_errors_name_the_right_line(tmp
 
 def test_streamed_cache_equals_encoding_in_memory_whatever_the_chunk_size(tmp_path, monkeypatch):
     whole = prepare_data(_cfg(tmp_path / "whole"), log=_quiet)
-    monkeypatch.setattr(mt.data.parallel_text, "CHUNK_LINES", 333)
+    monkeypatch.setattr(mt.data.text_files, "CHUNK_LINES", 333)
     chunked = prepare_data(_cfg(tmp_path / "chunked"), log=_quiet)
     assert _files(tmp_path / "whole" / "data") == _files(tmp_path / "chunked" / "data")
     src, tgt = read_parallel(DATA / "sample-2k.de", DATA / "sample-2k.en")
@@ -132,7 +132,7 @@ def test_token_dtype_fits_the_vocabulary():
 
 def test_an_interrupted_prepare_leaves_no_cache_and_the_next_run_rebuilds(tmp_path, monkeypatch):
     clean = prepare_data(_cfg(tmp_path / "clean"), log=_quiet)
-    monkeypatch.setattr(mt.data.parallel_text, "CHUNK_LINES", 500)
+    monkeypatch.setattr(mt.data.text_files, "CHUNK_LINES", 500)
     real_add, calls = CorpusWriter.add, []
 
     def add_then_crash(self, *args):

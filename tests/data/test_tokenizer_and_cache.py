@@ -2,7 +2,7 @@ import torch
 
 from mt.config import TokenizerConfig, load_config
 from mt.data.corpus import encode_corpus
-from mt.data.parallel_text import read_parallel
+from mt.data.text_files import read_parallel
 from mt.data.prepare import load_prepared, prepare_data
 from mt.symbols import BOS, EOS, PAD, UNK
 from mt.data.tokenizer import train_tokenizer

@@ -21,6 +21,7 @@ import threading
 import time
 import typing
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import pytest
 import yaml
@@ -30,6 +31,7 @@ import mt.cli as cli
 from mt.errors import MtError
 from mt.path_checks import check_files
 from mt.path_parameters import option_label
+from mt.serving.suggestions import Suggestions
 from tests.conftest import DATA, TINY, run_mt, tiny_overrides
 from tests.faults.conftest import mounted, mt_process, snapshot
 
@@ -452,6 +454,13 @@ def real_inputs(checkpoint, trained_tiny, tmp_path_factory) -> dict[str, Path]:
     files["reference"] = tmp_path_factory.mktemp("reference-runs")
     files["package"] = folder / "de_en.argosmodel"
     run_mt("export", "-c", checkpoint, "--format", "argos", "-o", files["package"])
+    files["memory"] = folder / "memory.tmx"
+    pairs = zip(*(files[f"dev.{side}"].read_text(encoding="utf-8").splitlines() for side in ("de", "en")))
+    files["memory"].write_text('<tmx version="1.4"><body>' + "".join(
+        f'<tu><tuv xml:lang="de"><seg>{escape(de)}</seg></tuv><tuv xml:lang="en"><seg>{escape(en)}</seg></tuv></tu>'
+        for de, en in pairs) + "</body></tmx>", encoding="utf-8")
+    files["suggestions"] = folder / "suggestions.db"
+    Suggestions(files["suggestions"]).add("Hallo Welt", "Hello world", "de", "en")
     return files
 
 
@@ -468,11 +477,17 @@ def _real_calls(inputs: dict[str, Path], out: Path) -> list[RealCall]:
         RealCall(["clean"], {"src": inputs["corpus.de"], "tgt": inputs["corpus.en"], "config": config},
                  ["-o", out / "clean", "--src-lang", "de", "--tgt-lang", "en"]),
         RealCall(["translate"], {"checkpoint": ckpt, "input": src}),
+        RealCall(["translate"], {"checkpoint": ckpt, "input": src, "memory": inputs["memory"]}),
         RealCall(["evaluate"], {"checkpoint": ckpt, "src": src, "ref": ref}),
         RealCall(["evaluate"], {"hyp": src, "ref": ref}),
         RealCall(["score"], {"checkpoint": ckpt, "src": src, "tgt": ref}),
         RealCall(["average"], {"checkpoints": ckpt}, ["-o", out / "average.pt"]),
-        RealCall(["serve"], {"model": ckpt, "api_keys": inputs["keys"]}, ["--port", "0"], ready="ready at"),
+        RealCall(["serve"], {"model": ckpt, "api_keys": inputs["keys"], "memory": inputs["memory"],
+                             "suggestions": inputs["suggestions"]}, ["--port", "0"], ready="ready at"),
+        RealCall(["suggestions", "export"], {"database": inputs["suggestions"]}, ["-o", out / "suggestions.tmx"]),
+        RealCall(["adapt"], {"checkpoint": ckpt, "corrections": inputs["memory"], "dev_src": src, "dev_ref": ref,
+                             "replay_src": inputs["corpus.de"], "replay_tgt": inputs["corpus.en"]},
+                 ["-o", out / "adapted.pt", "--src-lang", "de", "--tgt-lang", "en", "--steps", "1"]),
         RealCall(["export"], {"checkpoint": ckpt, "sentence_splitter": inputs["splitter"]},
                  ["--format", "argos", "-o", out / "de_en.argosmodel"]),
         RealCall(["import"], {"source": inputs["package"]}, ["-o", out / "imported.pt"]),
@@ -603,7 +618,7 @@ def test_every_input_may_be_a_pipe_read_once_or_is_refused_before_any_work(real_
     label = option_label(_parameters(command)[name])
     if name in command.files.seeks:
         assert code == 1 and err.strip().splitlines() == [
-            f"error: {label} {shown}: is a pipe or a device, but mt reads this input by seeking in it (a zip archive); "
+            f"error: {label} {shown}: is a pipe or a device, but mt seeks in this input or reads it more than once; "
             "save it to a file and give that"], err
     elif call.ready:
         assert call.ready in err and "Traceback" not in err, err

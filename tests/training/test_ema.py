@@ -9,7 +9,7 @@ import torch
 from mt.decoding.model_backend import load_model_translator
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.data.corpus import encode_corpus
-from mt.data.parallel_text import read_parallel
+from mt.data.text_files import read_parallel
 from mt.training.ema import WeightAverage, effective_decay
 from mt.training.evaluation import dev_loss
 from tests.conftest import TINY, read_metrics, run_mt, small_dev, tiny_overrides

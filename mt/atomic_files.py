@@ -30,7 +30,7 @@ def atomic_write(path: Path, write) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, _mode_of(path))
+        os.fchmod(fd, mode_for(path))
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -63,7 +63,7 @@ def _write_into(path: Path, write) -> None:
         raise _naming(e, path) from None
 
 
-def _mode_of(path: Path) -> int:
+def mode_for(path: Path) -> int:
     """The permission bits a file replacing `path` gets: those of the file it replaces, else a new file's."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
@@ -145,7 +145,7 @@ def atomic_outputs(paths: list[Path]):
             path = Path(os.path.realpath(given))
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.fchmod(fd, _mode_of(path))  # a replaced file keeps its mode
+            os.fchmod(fd, mode_for(path))  # a replaced file keeps its mode
             files.append(_NamedWriter(os.fdopen(fd, "wb", buffering=1 << 20), tmp, path))
         yield files
         for f in files:

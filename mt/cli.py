@@ -173,17 +173,25 @@ def translate(
     memory: Annotated[Optional[list[str]], typer.Option("--memory", help="Line input: a translation memory (TMX, "
                                                         "PO, XLIFF, .ts, or SRC,TGT files) whose exact matches are "
                                                         "answered instead of the model's; repeatable.")] = None,
+    restart: Annotated[bool, typer.Option("--restart", help="-i FILE -o FILE: start over instead of resuming an "
+                                          "interrupted run.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    chunk_lines: Annotated[int, typer.Option(min=1, help="Lines translated and, with -i FILE -o FILE, written to "
+                                             "disk at a time.")] = 2000,
+    shard: Annotated[Optional[str], typer.Option(help="I/N: translate the I-th of N parts of -i (from 0) into -o; "
+                                                 "`cat` joins the parts (docs/translating.md).")] = None,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,
 ):
     """Translate lines from stdin (or -i) to stdout (or -o), or a document (--input-format) into one of its
-    format; defaults come from the checkpoint's decode section.
+    format; defaults come from the checkpoint's decode section. From -i FILE to -o FILE, an interrupted run is
+    resumed by the same command (docs/translating.md); stdin and stdout cannot be.
 
     CHECKPOINT may also be a directory written by `mt export`: CTranslate2 then decodes.
     """
     from mt.decoding.loading import load_translator
-    from mt.commands.translate import OUTPUT_FORMATS, translate_file
+    from mt.commands.translate import OUTPUT_FORMATS, made_by, translate_file
     from mt.commands.translate_document import check_output_format, document_format, translate_document
     from mt.documents.formats import BILINGUAL, LOCALIZATION
     from mt.path_checks import check_input
@@ -208,6 +216,12 @@ def translate(
                           f"the input is read as {document} (--input-format lines reads it as lines)")
     if memory and document is not None and document not in LOCALIZATION:
         raise MtError(f"--memory: for line input and localization files; the input is read as {document}")
+    from mt.commands.shards import parse_shard, use_rank_gpu
+
+    part = parse_shard(shard) if shard is not None else None
+    if part is not None and document is not None:
+        raise MtError(f"--shard: for line input; the input is read as {document}")
+    use_rank_gpu(device)
     tr = load_translator(checkpoint, device, quantize, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     opts = decode.applied_to(tr.cfg.decode)
     from mt.data.translation_memories import read_memory
@@ -219,7 +233,9 @@ def translate(
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     fmt.check(opts)
     try:
-        translate_file(tr, input, output, opts, fmt, _warn, found)
+        identity = lambda: made_by(checkpoint, opts, fmt, memory=memory, quantize=quantize, raw_weights=raw_weights,
+                           chunk_lines=chunk_lines, languages=[source_lang, target_lang])
+        translate_file(tr, input, output, opts, fmt, _warn, found, identity, restart, quiet, chunk_lines, part)
         exit_without_teardown()
     except BrokenPipeError:  # the reader went away (`| head`); typer would turn it into a silent exit 1
         raise OutputClosed from None

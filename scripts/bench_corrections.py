@@ -14,8 +14,8 @@ rest held out. A real `mt serve --suggestions` process serves the model. Each ro
    strings is checked to return the corrections (the memory);
 3. the suggestions so far are exported (`mt suggestions export`) and `mt adapt` fine-tunes the served model on them,
    --steps updates, replaying its own training corpus and checking the shipped dev set;
-4. the adapted checkpoint is moved onto the served file and the server gets SIGHUP while four clients keep
-   translating: every request must be answered with 200.
+4. unless mt adapt refused it, the adapted checkpoint is moved onto the served file and the server gets SIGHUP
+   while four clients keep translating: every request must be answered with 200.
 
 It prints one line per round and the held-out strings' chrF before and after; with --poison, one more round in
 which the "corrections" are other strings' translations, adapted with --unreviewed, to show what the dev check
@@ -89,7 +89,7 @@ class Server:
                 except Exception:  # a request the swap broke
                     results.append((False, time.monotonic() - started))
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(4)]
         for t in threads:
             t.start()
         time.sleep(1)
@@ -177,7 +177,9 @@ def main() -> None:
                 server.post("/suggest", {"q": s, "s": t, "source": "de", "target": "en"})
             remembered = sum(a == t for a, t in zip(server.translate(sources), corrections))
             checkpoint, seconds, line, written = adapted(served, database, args.out, args.steps)
-            requests, failed, slowest = server.swap(checkpoint, served, [s for s, _ in held[:20]])
+            requests, failed, slowest = server.swap(checkpoint, served, [s for s, _ in held[:20]]) if written else \
+                (0, 0, 0.0)  # refused: the served model stays
+            line += "" if written else "; refused, not swapped"
             results["rounds"].append({"round": r, "chrf_before": round(before, 2), "remembered": remembered,
                                       "adapt": line, "adapt_s": round(seconds, 1), "requests": requests,
                                       "failed": failed, "slowest_s": round(slowest, 2)})

@@ -84,7 +84,8 @@ def adapt(checkpoint: Path, corrections: Path, output: Path, dev_src: Path, dev_
         settings = {"output_dir": run, "data.train_src": "null", "data.train_tgt": "null", "data.dataset": "null",
                     "data.train": json.dumps(entries), "data.dev_src": dev_src, "data.dev_tgt": dev_ref,
                     "data.dev": "[]", "data.clean": "false",
-                    "data.src_lang": langs[0], "data.tgt_lang": langs[1], "train.init_from": checkpoint, "train.max_steps": steps,
+                    "data.src_lang": langs[0], "data.tgt_lang": langs[1], "train.init_from": checkpoint,
+                    "train.max_steps": steps,
                     "train.eval_every": steps, "train.save_every": steps,
                     "train.ema_decay": 0}
         _mt("train", base, *[arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")])

@@ -27,6 +27,7 @@ from mt.decoding.text_front_end import translate_lines
 from mt.decoding.protocol import Translator
 from mt.errors import MtError
 from mt.atomic_files import atomic_write, atomic_write_text, read_record
+from mt.commands.resumable_output import file_digest
 from mt.runtime import is_terminal
 from mt.decoding.scoring import count_lines, score_pairs
 
@@ -35,16 +36,6 @@ TRANSLATIONS = "translations.txt"  # the teachers' 1-best, line-aligned with dat
 SCORES = "scores.txt"  # the teachers' length-normalised score of each (source, translation) pair
 KEPT_SRC, KEPT_TGT = "kept.src", "kept.tgt"  # the pairs the student trains on
 REPORT = "filter.json"  # how many pairs each rule dropped
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file, or of an exported directory's model.bin."""
-    path = path / "model.bin" if path.is_dir() else path
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def made_by(cfg: Config, tr: Translator) -> dict:

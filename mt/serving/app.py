@@ -33,7 +33,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from mt.config import DecodeConfig, decode_with
-from mt.serving.decode_thread import DecodeWorker, Overloaded, QueueFull
+from mt.serving.decode_thread import DecodeWorker, Overloaded, QueueFull, Retired
 from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
 from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
@@ -329,8 +329,14 @@ async def _decode(request: Request, served: ServedModel, lines: list[LineText], 
     if server.log_text:  # asked for with --log-text; by default the log holds sizes, never text
         print(f"mt serve: text {json.dumps([line.source for line in lines], ensure_ascii=False)}", file=sys.stderr,
               flush=True)
-    batch = await run_in_threadpool(lambda: TextBatch(tr, lines, opts, nbest=nbest, alignment=alignment))
-    job = await _queued(request, served.worker, batch.todo, server.limits.queue_wait_s)
+    while True:
+        batch = await run_in_threadpool(lambda: TextBatch(tr, lines, opts, nbest=nbest, alignment=alignment))
+        try:
+            job = await _queued(request, served.worker, batch.todo, server.limits.queue_wait_s)
+            break
+        except Retired:  # a reload swapped the model while the lines were cut into pieces: the new one takes them
+            served = server.models[(served.source, served.target)]
+            tr = served.translator
     found = await _wait_or_release(request, served.worker, job)
     hyps = batch.hypotheses(found)
     if alignment:  # on the decode thread, a static batch at a time between decoding steps (an export has none:

@@ -43,6 +43,10 @@ class QueueFull(Overloaded):
     """The queue of source tokens is full: the request may wait for room (mt/serving/app.py), or is refused."""
 
 
+class Retired(Exception):
+    """The worker's model was replaced by a reload (SIGHUP) after the request chose it: it goes to the new one."""
+
+
 @dataclass(eq=False)
 class Job(Work):
     """One request's sentences for one model's queue; `done` gets their hypotheses, in order."""
@@ -158,6 +162,7 @@ class DecodeWorker:
         self.inbox: list[Job] = []
         self.cancelled: list[Job] = []  # jobs whose waiting sentences the engine drops
         self.queued_tokens = 0
+        self.retired = False  # removed from the decode thread (`retire`): it takes nothing more
 
     # ------------------------------------------------------------ the server's side
 
@@ -167,6 +172,8 @@ class DecodeWorker:
         with self.lock:
             if self.owner.stopping:
                 raise Overloaded("the server is shutting down")
+            if self.retired:
+                raise Retired()
             if self.queued_tokens and self.queued_tokens + job.tokens > self.max_queued_tokens:
                 raise QueueFull(f"{self.queued_tokens} source tokens are queued; try again shortly")
             self.queued_tokens += job.tokens
@@ -227,6 +234,15 @@ class DecodeWorker:
         except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
             for job in {id(job): job for job in self.engine.held() + jobs}.values():
                 job.fail(error)
+
+    def retire(self) -> bool:
+        """Under the lock: taken off the decode thread once it has answered all it accepted (True); until then
+        (False) it keeps answering. A request that chose it before a reload but submits after gets `Retired`."""
+        if self.pending:
+            return False
+        self.retired = True
+        self.owner.workers.remove(self)
+        return True
 
     def close(self) -> None:
         self.engine.close()

@@ -239,8 +239,7 @@ def _retire(decoder: DecodeThread, workers) -> None:
     for worker in workers:
         while True:
             with decoder.lock:
-                if not worker.pending:
-                    decoder.workers.remove(worker)
+                if worker.retire():
                     break
             time.sleep(0.05)
         decoder.call(worker.close)

@@ -143,11 +143,16 @@ def test_an_output_dir_that_is_a_file_is_one_line(tmp_path):
 def test_a_full_disk_under_translate_keeps_the_old_output_whole(tmp_path, model):
     out = tmp_path / "out.txt"
     out.write_text("an earlier translation\n")
-    proc = run_limited("translate", "-c", model, "-i", DEV_SRC, "-o", out, "--beam-size", "1",
+    proc = run_limited("translate", "-c", model, "-i", DEV_SRC, "-o", out, "--beam-size", "1", "--chunk-lines", "10",
                        limit_file_bytes=2000)  # (greedy: beam search gives this tiny model's empty outputs)
     fails_cleanly(proc, out, "File too large")
     assert out.read_text() == "an earlier translation\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]  # no temporary file left
+    # no temporary file left; the chunks on disk and their record stay, for the same command to go on from
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "out.txt.partial", "out.txt.resume.json"]
+    proc = run_limited("translate", "-c", model, "-i", DEV_SRC, "-o", out, "--beam-size", "1", "--chunk-lines", "10",
+                       limit_file_bytes=None)
+    assert proc.returncode == 0 and "by an earlier run" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"] and out.read_text().count("\n") == 883
 
 
 def test_a_full_disk_under_evaluate_export_and_plot_is_one_line(tmp_path, model):

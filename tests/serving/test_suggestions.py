@@ -185,6 +185,33 @@ def test_sighup_swaps_in_a_model_moved_into_place_and_every_request_is_answered(
         assert server.stop() == 0
 
 
+def test_a_request_that_chose_a_retired_model_goes_to_the_one_swapped_in(trained_tiny):
+    """The race the SIGHUP swap has: a request picks the served model, a reload swaps and retires it while the
+    request's lines are cut into pieces, then the request submits. The retired worker refuses it (Retired), so
+    the server sends it to the new model instead of leaving it in a queue no thread reads."""
+    from mt.decoding.lines import LineText
+    from mt.decoding.loading import load_translator
+    from mt.decoding.text_front_end import TextBatch
+    from mt.serving.decode_thread import DecodeThread, Retired
+
+    decoder = DecodeThread()
+    try:
+        translator = decoder.call(lambda: load_translator(trained_tiny / "checkpoint_last.pt", "cpu"))
+        old, new = (decoder.add_worker(translator.backend, 10_000) for _ in range(2))
+        batch = TextBatch(translator, [LineText("Das ist ein Test.", 0)], translator.cfg.decode)
+        accepted = old.submit(batch.todo)  # before the swap: answered by the old worker, which waits for it
+        with decoder.lock:
+            assert not old.retire()
+        assert accepted.done.result(timeout=60)
+        with decoder.lock:
+            assert old.retire() and old not in decoder.workers
+        with pytest.raises(Retired):
+            old.submit(batch.todo)
+        assert new.submit(batch.todo).done.result(timeout=60)
+    finally:
+        decoder.stop()
+
+
 def test_adapt_fine_tunes_on_reviewed_corrections_and_refuses_a_worse_model(trained_tiny, tmp_path, monkeypatch):
     from mt.commands import adapt
     from mt.errors import MtError

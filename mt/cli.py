@@ -30,6 +30,7 @@ TargetLang = Annotated[Optional[str], typer.Option("--target-lang", help="A mult
                                                    "code (`mt info` lists its directions).")]
 RawWeights = Annotated[bool, typer.Option("--raw-weights", help="A checkpoint's last-update weights, not its "
                                           "moving average (train.ema_decay).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 
 
 _tuning: dict[str, str] = {}  # what main()'s tune_process set, shown by --debug
@@ -175,7 +176,7 @@ def translate(
                                                         "answered instead of the model's; repeatable.")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="-i FILE -o FILE: start over instead of resuming an "
                                           "interrupted run.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    quiet: Quiet = False,
     chunk_lines: Annotated[int, typer.Option(min=1, help="Lines translated and, with -i FILE -o FILE, written to "
                                              "disk at a time.")] = 2000,
     shard: Annotated[Optional[str], typer.Option(help="I/N: translate the I-th of N parts of -i (from 0) into -o; "
@@ -228,7 +229,7 @@ def translate(
 
     found = read_memory(memory, source_lang or tr.cfg.data.src_lang, target_lang or tr.cfg.data.tgt_lang)
     if document is not None:
-        translate_document(tr, input, output, opts, document, _warn, retranslate, found)
+        translate_document(tr, input, output, opts, document, _warn, retranslate, found, quiet)
         exit_without_teardown()
     fmt = LineFormat(nbest, scores, output_format, prefix, constraints, alignment)
     fmt.check(opts)
@@ -266,6 +267,7 @@ def evaluate(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Keep the hypotheses here.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     raw_weights: RawWeights = False,
+    quiet: Quiet = False,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     decode: DecodeChoices = None,
@@ -290,7 +292,7 @@ def evaluate(
         hyps = read_lines(hyp)
     else:
         hyps = _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode,
-                                         (source_lang, target_lang))
+                                         (source_lang, target_lang), quiet)
     if len(hyps) != len(refs):
         raise MtError(f"{hyp or src} has {len(hyps)} lines but {ref} has {len(refs)}")
     result = score_corpus(hyps, refs, [m.strip() for m in metrics.split(",") if m.strip()])
@@ -302,16 +304,19 @@ def evaluate(
 
 
 def _translate_for_evaluation(checkpoint, src, output, device, raw_weights, decode: DecodeChoices,
-                              languages: tuple[str | None, str | None]) -> list[str]:
-    from mt.atomic_files import atomic_write_text
+                              languages: tuple[str | None, str | None], quiet: bool) -> list[str]:
+    from mt.atomic_files import atomic_write_text, is_special
     from mt.commands.translate import run_translate
     from mt.decoding.lines import LineFormat
     from mt.decoding.loading import load_translator
+    from mt.decoding.scoring import count_lines
+    from mt.progress import Progress
 
     tr = load_translator(checkpoint, device, raw_weights=raw_weights).toward(*languages, str(checkpoint[0]))
     sink = io.StringIO()
-    with open(src, "rb") as source:
-        run_translate(tr, source, sink, decode.applied_to(tr.cfg.decode), LineFormat(), _warn)
+    total = None if is_special(Path(src)) else count_lines(src)
+    with open(src, "rb") as source, Progress("evaluate", "translated", total, _warn, "lines", quiet=quiet) as progress:
+        run_translate(tr, source, sink, decode.applied_to(tr.cfg.decode), LineFormat(), _warn, progress=progress)
     if output:
         atomic_write_text(Path(output), sink.getvalue())
     return sink.getvalue().splitlines()
@@ -333,6 +338,7 @@ def score(
     batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Tokens per teacher-forced batch (the wider "
                                                         "side of each pair, padding counted; default 2048).")] = None,
     raw_weights: RawWeights = False,
+    quiet: Quiet = False,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
 ):
@@ -349,7 +355,7 @@ def score(
     check_input(tgt, "--tgt")
     tr = load_translator(checkpoint, device, None, raw_weights).toward(source_lang, target_lang, str(checkpoint[0]))
     run_score(tr, src, tgt, output, alpha=tr.cfg.decode.alpha if alpha is None else alpha, normalize=normalize,
-              warn=_warn, batch_tokens=batch_tokens)
+              warn=_warn, batch_tokens=batch_tokens, quiet=quiet)
 
 
 @app.command()
@@ -411,6 +417,8 @@ def serve(
                                                           "(default: 12 per --max-chars character + 64 KiB).")] = None,
     max_file_bytes: Annotated[Optional[int], typer.Option(min=1, help="Bytes of a file upload to /translate_file; "
                                                           "more: 413 (default: 20 MiB).")] = None,
+    max_file_jobs: Annotated[Optional[int], typer.Option(min=1, help="Background documents (/translate_file "
+                                                         "background=true) at once; more: 429 (default: 4).")] = None,
     read_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds a request may take to arrive "
                                                           "whole, from its first byte; more: 408.")] = None,
     keep_alive_timeout: Annotated[Optional[float], typer.Option(min=0.1, help="Seconds an idle connection is "
@@ -443,7 +451,8 @@ def serve(
     _check_quantize(quantize)
     _check_port(host, port)
     specs = [ModelSpec.parse(text) for text in model]
-    given = {"max_body_bytes": max_body_bytes, "max_file_bytes": max_file_bytes, "read_timeout": read_timeout,
+    given = {"max_body_bytes": max_body_bytes, "max_file_bytes": max_file_bytes, "max_file_jobs": max_file_jobs,
+             "read_timeout": read_timeout,
              "keep_alive_timeout": keep_alive_timeout, "shutdown_grace": shutdown_grace, "cors_origins": cors_origins,
              "metrics_token": metrics_auth_token}
     http = HttpSettings(**{name: value for name, value in given.items() if value is not None})

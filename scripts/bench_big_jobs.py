@@ -1,6 +1,6 @@
 """What progress, durable chunks and a second process cost or gain `mt translate` on a big file.
 
-    python scripts/bench_big_jobs.py [--model runs/demo/checkpoint_best.pt] [--lines 20000] [--repeats 2]
+    python scripts/bench_big_jobs.py [--model runs/demo/checkpoint_best.pt] [--lines 20000] [--repeats 3]
                                      [--beam-size 1] [--out runs/bench-big-jobs]
 
 The first --lines lines of the shipped German training side, translated by `make demo`'s model, three ways,
@@ -10,8 +10,9 @@ interleaved --repeats times on the same machine:
 - durable: `-i FILE -o FILE`, progress lines on stderr and a synced chunk of 2,000 lines at a time, resumable;
 - torchrun 2: `torchrun --nproc-per-node 2 -m mt translate -i FILE -o FILE`, one thread a process.
 
-The first two run in one process with all the machine's threads. It prints each run's seconds and the best of
-each way, checks that all outputs are the same bytes, and writes results.json to --out.
+The first two run in one process with all the machine's threads. The order is reversed every other repeat, so
+that a machine's drift falls on every way alike. It prints each run's seconds and the best of each way, checks
+that all outputs are the same bytes, and writes results.json to --out.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=ROOT / "runs" / "demo" / "checkpoint_best.pt")
     parser.add_argument("--lines", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-big-jobs")
     args = parser.parse_args()
@@ -62,7 +63,8 @@ def main() -> None:
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     outputs: dict[str, bytes] = {}
     for repeat in range(args.repeats):
-        for name, (command, stdout, written) in runs.items():
+        order = list(runs.items()) if repeat % 2 == 0 else list(runs.items())[::-1]  # drift falls on each way
+        for name, (command, stdout, written) in order:
             for stale in args.out.glob("*.en*"):
                 stale.unlink()  # a fresh run each time, never a resumed one
             seconds[name].append(timed(command, stdout))

@@ -12,6 +12,7 @@ and so its batches and its results, are those of that run. A run with anything d
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -47,15 +48,18 @@ class ResumableOutput:
                                   "mtime_ns": stat.st_mtime_ns}, **made_by}
         self.restart, self.digest, self.start_byte = restart, hashlib.sha256(), start_byte  # a shard's start
         self.lines = self.input_bytes = self.output_bytes = 0
+        self.fd: int | None = None  # the partial file, locked (`_lock`)
 
     def start(self) -> tuple[int, int]:
         """(input lines, input bytes) an earlier run of the same command already translated: 0, 0 for a new one.
-        Refuses, before writing anything, files beside the output that mt did not make or another run made."""
+        Refuses, before writing anything, files beside the output that mt did not make, another run made, or
+        another run is writing now."""
         found = self._recorded()
         if found is None:
             self._save()  # the record first: a .partial without one is not mt's
-            self.partial.write_bytes(b"")
-            self.partial.chmod(mode_for(self.output))  # a replaced file keeps its mode
+            self._lock()
+            os.ftruncate(self.fd, 0)
+            os.fchmod(self.fd, mode_for(self.output))  # a replaced file keeps its mode
             return 0, 0
         self.lines, self.input_bytes, self.output_bytes = found["lines"], found["input_bytes"], found["output_bytes"]
         with open(self.input, "rb") as f:
@@ -66,18 +70,21 @@ class ResumableOutput:
                 left -= len(data)
         if self.digest.hexdigest() != found["input_sha256"]:
             self._refuse("its first lines are not the ones translated before")
-        os.truncate(self.partial, self.output_bytes)
+        os.ftruncate(self.fd, self.output_bytes)
         return self.lines, self.input_bytes
 
     def _recorded(self) -> dict | None:
         remedy = "pass --restart to start over"
-        if self.restart:
-            self.partial.unlink(missing_ok=True)
-            self.record.unlink(missing_ok=True)
+        if self.partial.exists():
+            self._lock()  # before anything is read or removed: refused while another run writes it
         if not self.record.exists():
-            if self.partial.exists():
+            if self.partial.exists():  # --restart or not: mt did not write it
                 raise MtError(f"{self.partial}: is in the way (mt did not write it: no {self.record.name}); move it, "
                               "or give another -o")
+            return None
+        if self.restart:
+            self.record.unlink()
+            self.partial.unlink(missing_ok=True)
             return None
         found = read_record(self.record, remedy, ("made_by", "lines", "input_bytes", "output_bytes",
                                                   "input_sha256"))
@@ -87,6 +94,20 @@ class ResumableOutput:
             if found["made_by"].get(key) != value:
                 self._refuse(f"its {key}: {_difference(found['made_by'].get(key), value)}")
         return found
+
+    def _lock(self) -> None:
+        """The partial file opened (made if need be) and locked for as long as this process lives (flock: the
+        kernel drops it when the process ends in any way, as mt/folder_lock.py's)."""
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = None
+            raise MtError(f"-o {self.shown}: another run is writing {self.partial.name} now; wait for it to end, "
+                          "or give another -o") from None
 
     def _refuse(self, why: str) -> None:
         raise MtError(f"-o {self.shown}: an interrupted run is there ({self.record.name}), but not of this command: "

@@ -16,8 +16,10 @@ from mt.documents.inline_markup import rendered_with_fragments
 from mt.documents.messages import Localization, MessageLines
 from mt.errors import MtError
 from mt.atomic_files import atomic_write
+from mt.progress import Progress
 
 PLACEHOLDER_LINES = "lines with placeholders"  # `mt translate --placeholders`: each line a message (messages.py)
+SENTENCES_A_PART = 256  # a document's sentences are searched this many at a time: its progress
 
 
 def document_format(input: str | None, given: str, placeholders: bool = False) -> str | None:
@@ -40,7 +42,7 @@ def _format(input: str | None, given: str) -> str | None:
 
 
 def translate_document(tr: Translator, input: str | None, output: str | None, opts: DecodeConfig, fmt: str,
-                       warn, retranslate: bool = False, memory=None) -> None:
+                       warn, retranslate: bool = False, memory=None, quiet: bool = False) -> None:
     name = Path(input) if input else Path("<stdin>")
     data = _read(input)
     document = MessageLines(data, name) if fmt == PLACEHOLDER_LINES else \
@@ -51,7 +53,13 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
              f"translated in {pieces} pieces, joined")
 
     lines = [LineText(sentence.strip(), i) for i, sentence in enumerate(document.sentences)]
-    found = translate_whole_lines(tr, lines, opts, on_split=split, alignment=True) if lines else []
+    found = []
+    with Progress("translate", "translated", len(lines), warn, "sentences", quiet=quiet or input is None) as progress:
+        for start in range(0, len(lines), SENTENCES_A_PART):  # a part decodes as it would alone, beside the others
+            part = lines[start:start + SENTENCES_A_PART]
+            found += translate_whole_lines(tr, part, opts, alignment=True,
+                                           on_split=lambda i, *rest, at=start: split(at + i, *rest))
+            progress.update(len(part))
 
     def alone(words: list[str]) -> list[str]:  # the words of lost inline elements, each translated alone
         return [per[0].text for per in translate_lines(tr, [LineText(w, i) for i, w in enumerate(words)], opts)]

@@ -24,6 +24,7 @@ from mt.data.batching import pad_sequences, source_batch
 from mt.decoding.protocol import Translator, length_penalty
 from mt.errors import MtError
 from mt.atomic_files import atomic_write_text, is_special
+from mt.progress import Progress
 from mt.decoding.scheduler import in_static_batches
 from mt.symbols import BOS, EOS, PAD
 
@@ -132,26 +133,34 @@ def _text_lines(f, path: str) -> Iterable[str]:
 
 
 def run_score(tr: Translator, src_path: str, tgt_path: str, output: str | None, *, alpha: float,
-              normalize: bool, warn, batch_tokens: int | None = None) -> int:
+              normalize: bool, warn, batch_tokens: int | None = None, quiet: bool = False) -> int:
     """`mt score`: the scores of the pairs of two files, block by block, to stdout (flushed after each block) or
-    to `output` (written atomically at the end: a float per line is small); returns the number of pairs.
-    `batch_tokens`: None for SCORE_BATCH_TOKENS."""
+    to `output` (written atomically at the end: a float per line is small), with its progress on stderr; returns
+    the number of pairs. `batch_tokens`: None for SCORE_BATCH_TOKENS."""
     sink = io.StringIO() if output else sys.stdout
     count = 0
+    total = None if is_special(Path(src_path)) else count_lines(src_path)
+    with Progress("score", "scored", total, warn, "pairs", quiet=quiet) as progress:
+        for block in paired_lines(src_path, tgt_path):
+            count += _score_block(tr, block, sink, count, alpha, normalize, warn, batch_tokens)
+            progress.update(len(block))
+    if output:
+        atomic_write_text(Path(output), sink.getvalue())
+    return count
+
+
+def _score_block(tr: Translator, block, sink, count: int, alpha: float, normalize: bool, warn,
+                 batch_tokens: int | None) -> int:
+    """One block's scores written to `sink` and flushed (its lines numbered after the `count` before it)."""
 
     def truncated(i: int, side: str, length: int, kept: int) -> None:
         warn(f"warning: line {count + i + 1}: {side} of {length} tokens, cut to {kept}")
 
-    for block in paired_lines(src_path, tgt_path):
-        sources, targets = zip(*block)
-        sink.write(format_scores(score_pairs(tr, list(sources), list(targets), alpha=alpha, normalize=normalize,
-                                             batch_tokens=batch_tokens or SCORE_BATCH_TOKENS,
-                                             on_truncate=truncated)))
-        sink.flush()
-        count += len(block)
-    if output:
-        atomic_write_text(Path(output), sink.getvalue())
-    return count
+    sources, targets = zip(*block)
+    sink.write(format_scores(score_pairs(tr, list(sources), list(targets), alpha=alpha, normalize=normalize,
+                                         batch_tokens=batch_tokens or SCORE_BATCH_TOKENS, on_truncate=truncated)))
+    sink.flush()
+    return len(block)
 
 
 def format_scores(scores: list[float]) -> str:

@@ -47,6 +47,7 @@ from mt.documents.formats import read_document
 from mt.documents.messages import Localization, MessageText
 from mt.documents.placeholders import WEBLATE_MARKER
 from mt.documents.text import TextDocument
+from mt.serving.file_jobs import SENTENCES_A_PART, Detached, FileJobs
 from mt.serving.translated_files import FILE_EXTENSIONS, KEEP_S, TranslatedFiles, file_format
 from mt.serving.state import ServedModel, Server, ServeSettings, reload
 
@@ -57,7 +58,7 @@ LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German",
                   "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
                   "zh": "Chinese"}
 ENDPOINTS = ("/translate", "/languages", "/health", "/ready", "/metrics", "/mt/translate", "/", "/detect",
-             "/frontend/settings", "/translate_file", "/download_file", "/suggest")
+             "/frontend/settings", "/translate_file", "/download_file", "/suggest", "/translate_file/jobs")
 # A document's alignment pass (mt's model) runs on the decode thread in static batches of this many source tokens,
 # between decoding steps: a short request decoding meanwhile waits for at most one such batch.
 ALIGNMENT_PART_TOKENS = 1024
@@ -260,7 +261,7 @@ async def frontend_settings(request: Request) -> JSONResponse:
 @_access_checked(_form_fields)
 async def translate_file(request: Request, form: FormData) -> JSONResponse:
     """LibreTranslate's `POST /translate_file`: the document translated in its own format, kept for download
-    (mt/serving/translated_files.py)."""
+    (mt/serving/translated_files.py); with `background=true`, a job answered at once (mt/serving/file_jobs.py)."""
     server: Server = request.app.state.server
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:
@@ -269,24 +270,57 @@ async def translate_file(request: Request, form: FormData) -> JSONResponse:
     if fmt is None:
         raise HttpError(400, f"Invalid request: {upload.filename}: mt translates "
                              f"{', '.join(sorted(FILE_EXTENSIONS))} files")
-    source, target, auto = form.get("source"), form.get("target"), form.get("source") == "auto"
-    served = None if auto else server.model(source, target)
+    source, target = form.get("source"), form.get("target")
+    served = None if source == "auto" else server.model(source, target)
     data = await upload.read()
+    base = str(request.base_url).rstrip("/")
+    if not bool_field(form, "background"):
+        name = await _translated_upload(request, served, data, fmt, upload.filename, source, target)
+        return JSONResponse({"translatedFileUrl": f"{base}/download_file/{urllib.parse.quote(name)}"})
+
+    async def work(job) -> str:
+        name = await _translated_upload(Detached(request.app, job), served, data, fmt, upload.filename, source,
+                                        target, job)
+        return f"{base}/download_file/{urllib.parse.quote(name)}"
+
+    job = request.app.state.jobs.start(work)
+    return JSONResponse({"jobId": job.id, "statusUrl": f"{base}/translate_file/jobs/{job.id}"}, status_code=202)
+
+
+async def _translated_upload(request, served: ServedModel | None, data: bytes, fmt: str, filename: str,
+                             source: str, target: str, job=None) -> str:
+    """An uploaded document translated and kept: its download name. A background `job` hears how many of its
+    sentences are done, a part at a time."""
+    server: Server = request.app.state.server
+    auto = source == "auto"
     memory = served.memory if served is not None else None  # with source auto the direction is not known yet
-    document = await run_in_threadpool(read_document, data, fmt, Path(upload.filename), Localization(target,
-                                                                                                      memory=memory))
+    document = await run_in_threadpool(read_document, data, fmt, Path(filename), Localization(target, memory=memory))
     if auto:  # the language of the file's sentences, as LibreTranslate detects it
         source = (await _detected(server, document.sentences, target))["language"]
     if auto and source == target:  # already in the target language: the file as it came
         translated = data
     else:
         served = served or server.model(source, target)
-        found = await _translate_texts(request, served, document.sentences, 1, {}, alignment=True)
+        sentences, found = document.sentences, []
+        step = SENTENCES_A_PART if job is not None else max(len(sentences), 1)
+        if job is not None:
+            job.total = len(sentences)
+        for start in range(0, len(sentences), step):  # a part decodes as it would alone, beside the others
+            found += await _translate_texts(request, served, sentences[start:start + step], 1, {}, alignment=True)
+            if job is not None:
+                job.done = len(found)
         translated = await _rendered(request, served,
                                      lambda fragments: document.render([per[0] for per in found], fragments), {})
-    name = await run_in_threadpool(request.app.state.files.keep, translated, upload.filename)
-    url = f"{str(request.base_url).rstrip('/')}/download_file/{urllib.parse.quote(name)}"  # a space is %20
-    return JSONResponse({"translatedFileUrl": url})
+    return await run_in_threadpool(request.app.state.files.keep, translated, filename)
+
+
+async def file_job(request: Request) -> JSONResponse:
+    """`GET /translate_file/jobs/ID`: a background document's status, progress and, once done, its file's URL;
+    `DELETE`: cancel it."""
+    jobs = request.app.state.jobs
+    job_id = request.path_params["job_id"]
+    job = jobs.cancel(job_id) if request.method == "DELETE" else jobs.get(job_id)
+    return JSONResponse(job.answer())
 
 
 async def download_file(request: Request) -> Response:
@@ -508,11 +542,13 @@ def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
               Route("/frontend/settings", _route(frontend_settings, "/frontend/settings"), methods=["GET"]),
               Route("/translate_file", _route(translate_file, "/translate_file"), methods=["POST"]),
               Route("/download_file/{name}", _route(download_file, "/download_file"), methods=["GET"]),
+              Route("/translate_file/jobs/{job_id}", _route(file_job, "/translate_file/jobs"),
+                    methods=["GET", "DELETE"]),
               Route("/suggest", _route(suggest, "/suggest"), methods=["POST"]),
               Route("/", _route(web_page, "/"), methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
-    app.state.server, app.state.files = server, TranslatedFiles()
     http = http or HttpSettings()
+    app.state.server, app.state.files, app.state.jobs = server, TranslatedFiles(), FileJobs(http.max_file_jobs)
 
     def rejected(path: str, status: int) -> None:
         server.metrics.requests.labels(path if path in ENDPOINTS else "other", str(status)).inc()
@@ -520,7 +556,8 @@ def create_app(server: Server, http: HttpSettings | None = None) -> Starlette:
                        read_timeout=http.read_timeout, rejected=rejected,
                        larger={"/translate_file": http.max_file_bytes})
     if origins := http.allowed_origins():  # as LibreTranslate: any origin by default; outermost, so errors carry it
-        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["*"])
     return app
 
 
@@ -555,6 +592,11 @@ def serve(server: Server, settings: ServeSettings) -> None:
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+
+        async def shutdown(self, sockets=None):
+            # background documents are no request uvicorn waits for: failed now, their sentences released
+            self.config.app.state.jobs.fail_running("the server is shutting down")
+            await super().shutdown(sockets)
 
         async def startup(self, sockets=None):
             await super().startup(sockets)

@@ -32,6 +32,7 @@ BYTES_PER_CHAR, BODY_OVERHEAD = 12, 64 * 1024
 class HttpSettings:
     max_body_bytes: int = 0  # 0: BYTES_PER_CHAR per character of --max-chars, plus BODY_OVERHEAD
     max_file_bytes: int = 20 << 20  # the body of a file upload (POST /translate_file)
+    max_file_jobs: int = 4  # background documents queued or running at once (mt/serving/file_jobs.py)
     read_timeout: float = 30.0  # seconds from a request's first byte to its last
     keep_alive_timeout: float = 5.0  # seconds a connection waits for its next request
     shutdown_grace: float = 30.0  # seconds SIGTERM waits for requests in progress; then they are closed

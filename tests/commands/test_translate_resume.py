@@ -4,6 +4,7 @@ interrupted run to the output of a run never stopped (mt/commands/resumable_outp
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -136,16 +137,73 @@ def test_torchrun_with_two_processes_writes_the_one_process_output_and_resumes(t
                                                                                reference):
     out, checkpoint = tmp_path / "out.en", trained_tiny / "checkpoint_last.pt"
     record = tmp_path / "out.en.part-1-of-2.resume.json"
-    proc = subprocess.Popen(_torchrun(checkpoint, big_input, out), cwd=ROOT, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(_torchrun(checkpoint, big_input, out), cwd=ROOT, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not (record.exists() and json.loads(record.read_text())["lines"] >= 300):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)  # torchrun and both ranks
+    _kill_all_writing(out)  # torchrun and both ranks (torchrun starts each rank in a session of its own)
     proc.wait()
     assert not out.exists()
     finished = subprocess.run(_torchrun(checkpoint, big_input, out), cwd=ROOT, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
     assert out.read_bytes() == reference
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.en"]  # the parts and their records removed
+
+
+def test_evaluate_and_score_show_their_progress_too(trained_tiny, big_input, tmp_path, reference):
+    checkpoint, hyps = trained_tiny / "checkpoint_last.pt", tmp_path / "hyp.en"
+    hyps.write_bytes(reference)
+    every = {"MT_PROGRESS_EVERY_S": "0"}
+    scored = run_mt("score", "-c", checkpoint, "--src", big_input, "--tgt", hyps, "-o", tmp_path / "s.txt", env=every)
+    assert any(f" of {LINES:,} pairs (" in line for line in scored.stderr.splitlines()), scored.stderr
+    assert scored.stderr.splitlines()[-1].startswith(f"score: scored {LINES:,} pairs in ")
+    assert (tmp_path / "s.txt").read_text().count("\n") == LINES
+    evaluated = run_mt("evaluate", "-c", checkpoint, "--src", big_input, "--ref", hyps, "--beam-size", "1", "--json",
+                       env=every)
+    assert evaluated.stderr.splitlines()[-1].startswith(f"evaluate: translated {LINES:,} lines in ")
+    # the same model, greedy, as made the references (one-word lines: chrF, as BLEU has no 4-grams to count)
+    assert json.loads(evaluated.stdout)["chrf"]["score"] > 90
+    quiet = run_mt("score", "-c", checkpoint, "--src", big_input, "--tgt", hyps, "-q", "-o", tmp_path / "q.txt")
+    assert quiet.stderr == ""
+
+
+def _kill_all_writing(out) -> None:
+    """SIGKILL to every process whose command line names `out`."""
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and str(out).encode() in open(f"/proc/{entry}/cmdline", "rb").read():
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ProcessLookupError):  # ended meanwhile
+            pass
+
+
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_writes(trained_tiny, big_input, tmp_path,
+                                                                           reference):
+    out, record = tmp_path / "out.en", tmp_path / "out.en.resume.json"
+    args = _args(trained_tiny / "checkpoint_last.pt", big_input, out, "--quiet")
+    first = subprocess.Popen([sys.executable, "-m", "mt", *map(str, args)], cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        while not (record.exists() and json.loads(record.read_text())["lines"] >= 100):
+            assert first.poll() is None, first.stderr.read()
+            time.sleep(0.01)
+        for more in ((), ("--restart",)):
+            second = run_mt(*args, *more, check=False)
+            assert "another run is writing out.en.partial now" in one_error_line(second)
+    finally:
+        first.wait(timeout=300)
+    assert first.returncode == 0 and out.read_bytes() == reference
+
+
+def test_a_document_shows_its_progress_in_sentences(trained_tiny, big_input, tmp_path):
+    checkpoint, page = trained_tiny / "checkpoint_last.pt", tmp_path / "page.html"
+    paragraphs = big_input.read_text(encoding="utf-8").splitlines()[:600]
+    page.write_text("<html><body>" + "".join(f"<p>{p}</p>\n" for p in paragraphs) + "</body></html>\n",
+                    encoding="utf-8")
+    proc = run_mt("translate", "-c", checkpoint, "-i", page, "-o", tmp_path / "out.html", "--beam-size", "1",
+                  env={"MT_PROGRESS_EVERY_S": "0"})
+    lines = proc.stderr.splitlines()
+    total = int(re.match(r"translate: translated ([\d,]+) sentences in ", lines[-1]).group(1).replace(",", ""))
+    assert total >= 600 and any(f" of {total:,} sentences (" in line for line in lines[:-1]), proc.stderr
+    quiet = run_mt("translate", "-c", checkpoint, "-i", page, "-o", tmp_path / "q.html", "--beam-size", "1", "-q")
+    assert quiet.stderr == "" and (tmp_path / "q.html").read_bytes() == (tmp_path / "out.html").read_bytes()

@@ -133,7 +133,7 @@ def same(translations_of):
 def translated_ts(model, tmp_path_factory) -> tuple[str, str, Path]:
     folder = tmp_path_factory.mktemp("ts")
     (folder / "de.ts").write_text(ts_file(), encoding="utf-8")
-    proc = run_mt("translate", "-c", model, "-i", folder / "de.ts", "-o", folder / "out.ts")
+    proc = run_mt("translate", "-c", model, "-i", folder / "de.ts", "-o", folder / "out.ts", "--quiet")
     assert proc.stderr == ""
     return ts_file(), (folder / "out.ts").read_text(encoding="utf-8"), folder
 
@@ -292,7 +292,7 @@ def test_bad_ts_files_are_one_line_each_and_write_nothing(model, tmp_path):
 def translated_android(model, tmp_path_factory) -> tuple[str, str]:
     folder = tmp_path_factory.mktemp("android")
     (folder / "strings.xml").write_text(android_file(), encoding="utf-8")
-    proc = run_mt("translate", "-c", model, "-i", folder / "strings.xml", "-o", folder / "out.xml")
+    proc = run_mt("translate", "-c", model, "-i", folder / "strings.xml", "-o", folder / "out.xml", "--quiet")
     assert proc.stderr == f"note: {folder / 'strings.xml'}: 1 strings left as they came: they hold CDATA sections, " \
                           "which mt does not translate in\n"
     return android_file(), (folder / "out.xml").read_text(encoding="utf-8")

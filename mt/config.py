@@ -214,7 +214,9 @@ class CleanConfig:
     # corpora 43 of 45 sampled rejections were good pairs (a URL added, moved, or with a typo on one side)
     numbers: float = 0.0  # (shared + 1) / (differing + 1) numbers below this removes the pair (OpusCleaner
     # num_mismatch --ratio 1.0); 0: off. Off: 48 of 50 sampled rejections of the shipped corpora were good pairs
-    # (fünf / 5, 12 784 / 12784, années 80 / 1980s)
+    # (fünf / 5, années 80 / 1980s)
+    changed_numbers: bool = True  # as many numbers on each side, not the same ones, of the same shapes (mt's;
+    # measured in docs/cleaning.md)
     punctuation: float | None = None  # OpusFilter TerminalPunctuationFilter's score -log(1 + mismatch) below this
     # removes the pair (its default -2); null: off. Off: all 50 sampled rejections of the shipped corpora were good
     # pairs (a sentence split in two, an ellipsis)
@@ -235,10 +237,15 @@ class CleanConfig:
     # (untranslated, swapped) ...
     language_third_prob: float = 0.6  # ... or a third language has at least this (lid.176.ftz puts 0.4-0.9 on a
     # wrong language for short English lines: chosen on the shipped corpora and scripts/bench_clean.py)
+    misaligned: bool = True  # a pair that eflomal scores as the block's pairs do with their targets shuffled, by a
+    # threshold each block of `align_pairs` sets itself (mt/data/misalignment.py; bicleaner's shuffled negatives,
+    # a local false discovery rate): mt's; measured in docs/cleaning.md
+    misaligned_min_words: int = 3  # pairs with a side shorter are not judged (titles translated freely)
+    misaligned_sample: int = 5000  # shuffled pairs scored with each block (at most a fifth of its judged pairs)
     word_alignment: float = 0.0  # eflomal's alignment score (mean negative log-probability of a word, the worse
     # of the two directions) above this removes the pair: misaligned pairs (OpusFilter WordAlignFilter, which has
     # no default threshold); 0: off, as in the three pipelines' defaults (mt/data/eflomal_scores.py)
-    align_pairs: int = 100_000  # pairs eflomal's model is fitted to at a time (with word_alignment)
+    align_pairs: int = 100_000  # pairs eflomal's model is fitted to at a time (misaligned, word_alignment)
 
 
 @dataclass(frozen=True)
@@ -621,7 +628,7 @@ def trained_languages(cfg: Config, source: str) -> LanguagesConfig:
 
 def _validate_clean(c: CleanConfig, fail) -> None:
     for key in ("min_words", "max_words", "min_chars", "max_chars", "max_word_chars", "ratio_min_words",
-                "copy_min_words", "language_min_words"):
+                "copy_min_words", "language_min_words", "misaligned_min_words"):
         if getattr(c, key) < 0:
             fail(f"clean.{key}", f"must not be negative, got {getattr(c, key)}")
     for low, high in (("min_words", "max_words"), ("min_chars", "max_chars")):  # a maximum of 0 is none
@@ -636,6 +643,9 @@ def _validate_clean(c: CleanConfig, fail) -> None:
             fail(f"clean.{key}", f"must be in [0, 1], got {getattr(c, key)}")
     if not (math.isfinite(c.word_alignment) and c.word_alignment >= 0):
         fail("clean.word_alignment", f"must be a finite number, not negative, got {c.word_alignment}")
+    if c.misaligned_sample < 200:
+        fail("clean.misaligned_sample", f"must be at least 200 (4 bins of 50 shuffled pairs), got "
+             f"{c.misaligned_sample}")
     if c.align_pairs < 1000:
         fail("clean.align_pairs", f"must be at least 1000 (eflomal fits its model to them), got {c.align_pairs}")
     if not (math.isfinite(c.numbers) and c.numbers >= 0):

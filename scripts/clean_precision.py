@@ -3,11 +3,12 @@ rejections, how many are real noise (not a translation, the wrong language, brok
 how many are good translations removed wrongly. docs/cleaning.md holds the judged table.
 
     python scripts/clean_precision.py --src data/ddtp-de-en/train.de --tgt data/ddtp-de-en/train.en
-        [--per-filter 25] [--seed 0] [--set clean.key=value ...] [--filter language ...]
+        [--per-filter 25] [--seed 0] [--set clean.key=value ...] [--filter language ...] [--all 30]
 
 Runs the filters as `mt clean` does (the `clean` section's defaults, changed by --set), writes nothing, and
 prints per filter its count of removed pairs and a sample of them (the same with the same seed), each with its
-line number, source and target.
+line number, source and target. With --all N: N pairs drawn from all the filters' rejections together (what
+reading `mt clean --rejected` shows), each with its filter, instead.
 """
 
 from __future__ import annotations
@@ -47,9 +48,17 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", dest="sets", action="append", default=[], help="clean.key=value")
     parser.add_argument("--filter", dest="filters", action="append", help="only these filters (default: all)")
+    parser.add_argument("--all", type=int, help="sample this many of all the rejections together")
     args = parser.parse_args()
     removed = rejections(args.src, args.tgt, args.sets)
     print(f"{args.src}, {args.tgt}: " + ", ".join(f"{name} {len(rows):,}" for name, rows in removed.items()))
+    if args.all:
+        every = [(line, name, src, tgt) for name, rows in removed.items() for line, src, tgt in rows]
+        sample = sorted(random.Random(args.seed).sample(every, min(args.all, len(every))))
+        print(f"\n## all filters: {len(every):,} removed, {len(sample)} sampled")
+        for i, (line, name, src, tgt) in enumerate(sample, 1):
+            print(f"{i:3}. line {line}, {name}\n     src: {src}\n     tgt: {tgt}")
+        return
     for name, rows in removed.items():
         if args.filters and name not in args.filters:
             continue

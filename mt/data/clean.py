@@ -26,6 +26,7 @@ from mt.atomic_files import atomic_outputs
 from mt.data.language_id import check_language
 from mt.progress import Progress
 from mt.data.eflomal_scores import alignment_scores
+from mt.data.misalignment import misaligned
 
 CHUNK_PAIRS = 10_000
 
@@ -52,9 +53,9 @@ class Report:
         def share(n: int) -> str:
             return f"{100 * n / max(self.pairs, 1):6.2f}%"
 
-        lines = [f"{'':14}{'pairs':>12}  {'share':>7}", f"{'seen':14}{self.pairs:12,}  {share(self.pairs)}",
-                 f"{'kept':14}{self.kept:12,}  {share(self.kept)}"]
-        lines += [f"{'- ' + name:14}{n:12,}  {share(n)}" for name, n in self.removed.items()]
+        lines = [f"{'':18}{'pairs':>12}  {'share':>7}", f"{'seen':18}{self.pairs:12,}  {share(self.pairs)}",
+                 f"{'kept':18}{self.kept:12,}  {share(self.kept)}"]
+        lines += [f"{'- ' + name:18}{n:12,}  {share(n)}" for name, n in self.removed.items()]
         return "\n".join(lines)
 
 
@@ -89,21 +90,23 @@ class SeenHashes:
 class Cleaner:
     """The filters `cfg` turns on, for one corpus: `reasons(src, tgt)` names what removes each pair."""
 
-    def __init__(self, cfg: CleanConfig, src_lang: str, tgt_lang: str):
-        self.cfg, self.src_lang, self.tgt_lang = cfg, src_lang, tgt_lang
+    def __init__(self, cfg: CleanConfig, src_lang: str, tgt_lang: str, log=print):
+        self.cfg, self.src_lang, self.tgt_lang, self.log = cfg, src_lang, tgt_lang, log
         self.cheap, self.costly = active(CHEAP, cfg), active(COSTLY, cfg)
         self.seen_pairs, self.seen_sources = SeenHashes(), SeenHashes()
+        self.aligning = cfg.misaligned or bool(cfg.word_alignment)
         self.aligned: list[tuple[str, str]] = []  # the last block's kept pairs, context for a short last block
+        self.rng = np.random.default_rng(0)  # the shuffled pairs of `misaligned`
 
     def judged(self, chunks: RawChunks) -> Iterator[Judged]:
-        """Each chunk with `reasons` for its pairs; with `word_alignment` on, chunks are held until
+        """Each chunk with `reasons` for its pairs; with `misaligned` or `word_alignment` on, chunks are held until
         `align_pairs` of their pairs are kept, and those pairs' alignment is scored together."""
         held, kept = [], 0
         for src_raw, tgt_raw in chunks:
             why = self.reasons(src_raw, tgt_raw)
             held.append((src_raw, tgt_raw, why))
             kept += why.count(None)
-            if not self.cfg.word_alignment or kept >= self.cfg.align_pairs:
+            if not self.aligning or kept >= self.cfg.align_pairs:
                 self._align(held)
                 yield from held
                 held, kept = [], 0
@@ -132,10 +135,10 @@ class Cleaner:
                 todo = list(itertools.compress(todo, new))
 
     def _align(self, held: list[Judged]) -> None:
-        """Mark the kept pairs of `held` whose alignment score is above `word_alignment`. A block shorter than
-        `align_pairs` (the corpus' last) is scored beside the previous block's last pairs, so that eflomal's
-        model is fitted to as many pairs as the others'."""
-        if not self.cfg.word_alignment:
+        """Mark the kept pairs of `held` that `misaligned` finds, then those whose alignment score is above
+        `word_alignment`. A block shorter than `align_pairs` (the corpus' last) is scored beside the previous
+        block's last pairs, so that eflomal's model is fitted to as many pairs as the others'."""
+        if not self.aligning:
             return
         kept = [(why, i, src[i].decode("utf-8"), tgt[i].decode("utf-8"))
                 for src, tgt, why in held for i, w in enumerate(why) if w is None]
@@ -144,10 +147,16 @@ class Cleaner:
         pairs = [(s, t) for _, _, s, t in kept]
         missing = self.cfg.align_pairs - len(pairs)
         both = (self.aligned[-missing:] if missing > 0 else []) + pairs
-        scores = alignment_scores([s for s, _ in both], [t for _, t in both])[len(both) - len(pairs):]
-        for (why, i, _, _), score in zip(kept, scores):
-            if score > self.cfg.word_alignment:
-                why[i] = "word_alignment"
+        sources, targets, own = [s for s, _ in both], [t for _, t in both], len(both) - len(pairs)
+        if self.cfg.misaligned:
+            for (why, i, _, _), out in zip(kept, misaligned(sources, targets, self.cfg, self.rng, self.log)[own:]):
+                if out:
+                    why[i] = "misaligned"
+        if self.cfg.word_alignment:
+            fwd, rev = alignment_scores(sources, targets)
+            for (why, i, _, _), score in zip(kept, np.maximum(fwd, rev)[own:]):
+                if why[i] is None and score > self.cfg.word_alignment:
+                    why[i] = "word_alignment"
         self.aligned = pairs[-self.cfg.align_pairs:]
 
 
@@ -164,7 +173,7 @@ def clean_corpus(chunks: RawChunks, out_src: Path, out_tgt: Path, cfg: CleanConf
     """Write the pairs of `chunks` that every filter keeps to out_src/out_tgt (with `rejected`, one line per pair
     removed: line number, filter, source, target, tab-separated; with `report_path`, the report as JSON), all of
     them or none; return the report."""
-    cleaner, report, start = Cleaner(cfg, src_lang, tgt_lang), Report(src_lang, tgt_lang), time.perf_counter()
+    cleaner, report, start = Cleaner(cfg, src_lang, tgt_lang, log), Report(src_lang, tgt_lang), time.perf_counter()
     extra = [path for path in (rejected, report_path) if path is not None]
     with atomic_outputs([out_src, out_tgt, *extra]) as files, Progress(command, "cleaned", None, log) as progress:
         kept_files, rejected_file = files[:2], files[2] if rejected is not None else None

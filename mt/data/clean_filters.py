@@ -12,6 +12,7 @@ import functools
 import math
 import re
 import unicodedata
+from collections import Counter
 from functools import cached_property
 
 from mt.config import CleanConfig
@@ -157,19 +158,63 @@ def urls(p: Pair, c: CleanConfig) -> bool:
 
 
 # every run of digits, also inside a word (mp3, x86, Python3; OpusCleaner's num_mismatch takes whole words
-# only), with its decimal or thousands separators; leading zeros dropped
-_NUMBER = re.compile(r"0*(\d+(?:[.,:]\d+)*)")
+# only), with its decimal separators, and its thousands separators (a mark or a space before three digits)
+_NUMBER = re.compile(r"(?<!\d)\d+(?:(?:[.,:]|[ \u00a0\u202f](?=\d{3}(?!\d)))\d+)*")
+_THOUSANDS = re.compile(r"(?<=\d)[.,\u00a0\u202f ](?=\d{3}(?!\d))")
 
 
-def _numbers(text: str) -> set[str]:
-    # the separators are compared as one mark: 1,000.5 (en) and 1.000,5 (de) are the same number
-    return {re.sub(r"[.,:]", "*", n) for n in _NUMBER.findall(text)}
+def _numbers(text: str) -> Counter:
+    """The numbers of `text`, each as its parts without leading zeros or a last part 0: 1,000.5 (en) and 1.000,5
+    (de) are both 1000*5, .005 and 0,005 both 5, 12 784 is 12784, PAR-2.0 and PAR2 both 2."""
+    return Counter(_key(parts) for parts, _ in _number_parts(text))
+
+
+def _number_parts(text: str) -> list[tuple[list[str], bool]]:
+    """Each number's parts, and whether it is part of a word (a letter touches it: Qt5, libxine1, 3D)."""
+    return [([part.lstrip("0") or "0" for part in re.split(r"[.,:]", _THOUSANDS.sub("", m.group()))],
+             _touches_letter(text, m.start(), m.end())) for m in _NUMBER.finditer(text)]
+
+
+def _touches_letter(text: str, start: int, end: int) -> bool:
+    return (start > 0 and text[start - 1].isalpha()) or (end < len(text) and text[end].isalpha())
+
+
+def _key(parts: list[str]) -> str:
+    return "*".join(parts[:-1] if len(parts) > 1 and parts[-1] == "0" else parts)
 
 
 def numbers(p: Pair, c: CleanConfig) -> bool:
     """OpusCleaner's num_mismatch: (shared numbers + 1) / (differing numbers + 1) below `clean.numbers`."""
-    src, tgt = _numbers(p.src), _numbers(p.tgt)
+    src, tgt = set(_numbers(p.src)), set(_numbers(p.tgt))
     return bool(src or tgt) and (len(src & tgt) + 1) / (len(src ^ tgt) + 1) < c.numbers
+
+
+def changed_numbers(p: Pair, c: CleanConfig) -> bool:
+    """As many numbers on each side, not the same ones, and those that differ pair up by shape (as many parts,
+    each within a digit of its length, in a word on both sides or on neither): a number changed (a version, a
+    count, a typo). Different counts or shapes are a translator's choice: a number written as a word (fünf / 5),
+    a decade (40er / 1940s), Jahr 2000 / Y2K, Python 3 / Qt5."""
+    src_parts, tgt_parts = _number_parts(p.src), _number_parts(p.tgt)
+    src, tgt = (Counter(_key(parts) for parts, _ in side) for side in (src_parts, tgt_parts))
+    if len(src_parts) != len(tgt_parts) or src == tgt:
+        return False
+    shapes: dict[str, list] = {}  # 4.0 has the shape of 4.5, not of 4
+    for parts, in_word in src_parts + tgt_parts:
+        shapes.setdefault(_key(parts), []).append((parts, in_word))
+    left = list((tgt - src).elements())
+    for number in (src - tgt).elements():
+        match = next((other for other in left
+                      if any(_same_shape(a, b) for a in shapes[number] for b in shapes[other])), None)
+        if match is None:
+            return False
+        left.remove(match)
+    return True
+
+
+def _same_shape(a: tuple[list[str], bool], b: tuple[list[str], bool]) -> bool:
+    (a_parts, a_in_word), (b_parts, b_in_word) = a, b
+    return a_in_word == b_in_word and len(a_parts) == len(b_parts) and all(
+        abs(len(x) - len(y)) <= 1 for x, y in zip(a_parts, b_parts))
 
 
 _TERMINAL = re.compile(r"[.…?!]")
@@ -257,13 +302,15 @@ COSTLY = [
     ("html", html, lambda c: c.html),
     ("urls", urls, lambda c: c.urls),
     ("numbers", numbers, lambda c: c.numbers > 0),
+    ("changed_numbers", changed_numbers, lambda c: c.changed_numbers),
     ("punctuation", punctuation, lambda c: c.punctuation is not None),
     ("copied_words", copied_words, lambda c: c.max_copied_words > 0),
     ("script", script_ratio, lambda c: c.min_alpha_words > 0 or c.min_alpha_chars > 0),
     ("language", language, lambda c: c.language_id),
 ]
-# "word_alignment" scores blocks of pairs together (mt/data/eflomal_scores.py), after all the others
-FILTER_NAMES = ["invalid_utf8", *(n for n, _, _ in CHEAP), "duplicate", *(n for n, _, _ in COSTLY), "word_alignment"]
+# "misaligned" (mt/data/misalignment.py) and "word_alignment" score blocks of pairs together, after all the others
+FILTER_NAMES = ["invalid_utf8", *(n for n, _, _ in CHEAP), "duplicate", *(n for n, _, _ in COSTLY), "misaligned",
+                "word_alignment"]
 
 
 def active(filters, c: CleanConfig) -> list:

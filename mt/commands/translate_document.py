@@ -11,15 +11,15 @@ from mt.config import DecodeConfig
 from mt.decoding.lines import LineText
 from mt.decoding.text_front_end import translate_lines, translate_whole_lines
 from mt.decoding.protocol import Translator
+from mt.documents.document import DocumentTranslation
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
-from mt.documents.inline_markup import rendered_with_fragments
-from mt.documents.messages import Localization, MessageLines
+from mt.documents.localization import MessageLines
+from mt.documents.messages import Localization
 from mt.errors import MtError
 from mt.atomic_files import atomic_write
 from mt.progress import Progress
 
 PLACEHOLDER_LINES = "lines with placeholders"  # `mt translate --placeholders`: each line a message (messages.py)
-SENTENCES_A_PART = 256  # a document's sentences are searched this many at a time: its progress
 
 
 def document_format(input: str | None, given: str, placeholders: bool = False) -> str | None:
@@ -52,26 +52,25 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
         warn(f"warning: {name}: sentence {i + 1}: {length} tokens, more than the model learned ({room}): "
              f"translated in {pieces} pieces, joined")
 
-    lines = [LineText(sentence.strip(), i) for i, sentence in enumerate(document.sentences)]
-    found = []
-    with Progress("translate", "translated", len(lines), warn, "sentences", quiet=quiet or input is None) as progress:
-        for start in range(0, len(lines), SENTENCES_A_PART):  # a part decodes as it would alone, beside the others
-            part = lines[start:start + SENTENCES_A_PART]
-            found += translate_whole_lines(tr, part, opts, alignment=True,
-                                           on_split=lambda i, *rest, at=start: split(at + i, *rest))
+    translation = DocumentTranslation(document)
+    with Progress("translate", "translated", len(document.sentences), warn, "sentences",
+                  quiet=quiet or input is None) as progress:
+        for part in translation.parts:  # a part decodes as it would alone, beside the others
+            at = len(translation.found)
+            lines = [LineText(sentence.strip(), at + i) for i, sentence in enumerate(part)]
+            found = translate_whole_lines(tr, lines, opts, alignment=True,
+                                          on_split=lambda i, *rest, at=at: split(at + i, *rest))
+            translation.add([(per[0].text, per[0].alignment) for per in found])
             progress.update(len(part))
-
-    def alone(words: list[str]) -> list[str]:  # the words of lost inline elements, each translated alone
-        return [per[0].text for per in translate_lines(tr, [LineText(w, i) for i, w in enumerate(words)], opts)]
-
-    translated = rendered_with_fragments(lambda fragments: document.render(
-        [(per[0].text, per[0].alignment) for per in found], fragments),
-                                         alone)
+    words = translation.words()  # the words of lost inline elements, each translated alone
+    alone = [per[0].text for per in translate_lines(tr, [LineText(w, i) for i, w in enumerate(words)], opts)] \
+        if words else []
+    rendered = translation.rendered(alone)
     if output is None:
-        sys.stdout.buffer.write(translated)
+        sys.stdout.buffer.write(rendered.data)
     else:
-        atomic_write(Path(output), lambda f: f.write(translated))
-    for note in document.notes() if hasattr(document, "notes") else []:
+        atomic_write(Path(output), lambda f: f.write(rendered.data))
+    for note in rendered.notes:
         warn(f"note: {note}")
 
 

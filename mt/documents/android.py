@@ -32,9 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.html_events import html_events
-from mt.documents.inline_markup import Fragments
-from mt.documents.messages import Localization, Messages, numbered, plain
+from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Unit, xml_tags
+from mt.documents.messages import Localization, numbered, plain
 
 TRANSLATED = {("resources", "string"), ("resources", "string-array", "item"), ("resources", "plurals", "item")}
 QUANTITIES = {"zero": 0, "one": 1, "two": 2, "few": 3, "many": 11, "other": 5}  # a number each quantity is for
@@ -62,18 +61,19 @@ class Entry:
     key: str = ""  # its resource's name; an array's item with its index, a plurals item with its quantity
 
 
-class AndroidDocument:
-    """`sentences` to translate; `render` gives the resource file's bytes with their translations; `notes` what the
-    last render could not do."""
+class AndroidDocument(Catalogue):
+    """An Android string resource file (mt/documents/localization.py); a string whose translation would lose a
+    placeholder keeps its source text."""
+    NOTES = {"refused": f"strings kept their source text: {NOT_BACK}",
+             "cdata": "strings left as they came: they hold CDATA sections, which mt does not translate in"}
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         xml_root(data, name, "resources", "an Android string resource file")
-        self.name, self.text = name, decoded(data, name)
-        self.messages, self.entries, self.cdata, self.refused = Messages(options.memory), [], 0, 0
+        super().__init__(name, decoded(data, name), options.memory)
         for entry in string_entries(self.text):
             raw = self.text[entry.start:entry.end]
             if "<![CDATA[" in raw:
-                self.cdata += 1
+                self.left["cdata"] += 1
                 continue
             if REFERENCE.match(raw):
                 continue
@@ -83,30 +83,11 @@ class AndroidDocument:
                 continue
             number = QUANTITIES.get(entry.quantity)
             counted = numbered(text, number) if number is not None and not WHOLE.search(text) else None
-            self.messages.add([counted, first])
-            self.entries.append(entry)
-        self.sentences = self.messages.sentences
+            self.units.append(Unit(entry, [self.messages.add([counted, first])]))
 
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        found = self.messages.translated(translations, fragments=fragments)
-        self.refused = sum(1 for t in found if t is None)
-        out, at = [], 0
-        for entry, text in zip(self.entries, found):
-            if text is not None:
-                out += [self.text[at:entry.start], written(text, entry.quoted)]
-                at = entry.end
-        out.append(self.text[at:])
-        return "".join(out).encode("utf-8")
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.refused:
-            out.append(f"{self.name}: {self.refused} strings kept their source text: a placeholder or tag would not "
-                       "come back from their translation")
-        if self.cdata:
-            out.append(f"{self.name}: {self.cdata} strings left as they came: they hold CDATA sections, which mt "
-                       "does not translate in")
-        return out
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        entry = unit.where
+        return [] if state == REFUSED else [(entry.start, entry.end, written(texts[0], entry.quoted))]
 
 
 def read(raw: str) -> tuple[str, bool]:
@@ -151,33 +132,29 @@ def _unescaped(escape: str) -> str:
 def string_entries(text: str) -> list[Entry]:
     """The strings and items of the file, in order, their contents located; none with translatable="false", its
     own or its array's."""
-    entries, stack, offset = [], [], 0
+    entries = []
     current: Entry | None = None
     kept_from = None  # the depth of the element with translatable="false" we are in
     resource, items = "", 0  # the name of the resource we are in, and how many items of it came before
-    for event in html_events(text):
-        start, offset = offset, offset + len(event.raw)
-        if event.kind == "text":
-            continue
-        if event.role == "open":
-            stack.append(event.name)
-            attrs = dict(event.attrs)
-            if len(stack) == 2:
+    for tag in xml_tags(text):
+        depth = len(tag.path)
+        if tag.event.role == "open":
+            attrs = dict(tag.event.attrs)
+            if depth == 2:
                 resource, items = attrs.get("name") or "", 0
             if kept_from is None and attrs.get("translatable") == "false":
-                kept_from = len(stack)
-            elif current is None and kept_from is None and tuple(stack) in TRANSLATED:
+                kept_from = depth
+            elif current is None and kept_from is None and tag.path in TRANSLATED:
                 quantity = attrs.get("quantity") or ""
-                key = resource if len(stack) == 2 else f"{resource}#{quantity}" if quantity else f"{resource}[{items}]"
-                current = Entry(offset, len(stack), quantity, key=key)
-            if len(stack) == 3:
+                key = resource if depth == 2 else f"{resource}#{quantity}" if quantity else f"{resource}[{items}]"
+                current = Entry(tag.end, depth, quantity, key=key)
+            if depth == 3:
                 items += 1
-        elif event.role == "close" and stack and stack[-1] == event.name:
-            if current is not None and len(stack) == current.depth:
-                current.end = start
+        elif tag.event.role == "close":
+            if current is not None and depth == current.depth:
+                current.end = tag.start
                 entries.append(current)
                 current = None
-            if kept_from == len(stack):
+            if kept_from == depth:
                 kept_from = None
-            stack.pop()
     return entries

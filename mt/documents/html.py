@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 
 from mt.documents.html_events import Event, html_events
-from mt.documents.inline_markup import HTML, Fragments, Markup, Tag, Unit, render_unit, sentence_spans
+from mt.documents.fragments import Fragments
+from mt.documents.inline_markup import HTML, Markup, Tag, Unit, render_unit, sentence_spans
 
 
 class HtmlDocument:

@@ -21,7 +21,7 @@ one or two target words aligned to it, else where its neighbours put it; or wher
 is a failed copy of it (`near_copy`: Blobley for Blobby, ipmilocate for ipmi-locate), in place of that word; or
 where the model, asked for the word alone, writes it unchanged (a name: Edge, Microsoft), as the first. The words
 to ask for alone are found while rendering (`Fragments`): a caller renders, translates the words asked for,
-and renders again (`rendered_with_fragments`). A small model drops or bends such words (in docs/benchmarks.md's
+and renders again (mt/documents/fragments.py). A small model drops or bends such words (in docs/benchmarks.md's
 documents, 220 of 395 sentences lost the bold word), and a user who marked one wants it.
 
 A marker is not written in place of words: an element without a letter (a footnote's 1, a reference's [1]) or
@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from mt.documents.fragments import AROUND, TRAILING, Fragments
 from mt.documents.html_events import Event
 from mt.documents.text import split_text
 
@@ -60,7 +60,6 @@ BREAKS = {"br"}  # a line break ends a unit too: the lines either side are trans
 VOID = {"area", "embed", "img", "input", "param", "wbr"}  # inline elements with no closing tag
 KEPT = {"code", "kbd", "samp", "pre", "script", "style"}  # written back as sent, as is translate="no"
 WORD = re.compile(r"\S+")
-TRAILING = ".,;:!?)\"'»“”"  # punctuation a target word carries that an element's own text may not
 AS_IS = re.compile(r"\w.*[_/.:+@#]\S*\w|\d|\w\S*[A-Z]")  # see written_as_is
 
 
@@ -72,50 +71,6 @@ def written_as_is(word: str) -> bool:
 
 
 NEAR_COPY = 0.75  # how alike (difflib's ratio) a target word must be to count as a failed copy
-AROUND = "([{\"'«“" + TRAILING  # punctuation a target word may carry around a copy
-
-
-class Fragments:
-    """A document rendered twice: first to find the words of lost one-word elements to ask for alone (`find`),
-    then for good with what the model writes for each alone (`rendered`). A caller translates between the two,
-    as it can: `rendered_with_fragments` in one call, a server awaiting its decoder. Each render is given this
-    object (`render(fragments)`), which every element placed meanwhile consults."""
-
-    def __init__(self):
-        self.asked: dict[str, None] = {}  # in the order asked
-        self.given: dict[str, str] | None = None
-
-    @property
-    def asking(self) -> bool:
-        """Whether this render only finds the words to ask for (its output is thrown away; a document that writes
-        into itself must not)."""
-        return self.given is None
-
-    def find(self, render: Callable[[Fragments], object]) -> list[str]:
-        """The words render() asks for alone (its output is thrown away)."""
-        render(self)
-        return list(self.asked)
-
-    def rendered(self, render: Callable[[Fragments], object], translations: list[str]):
-        """render() for good, given the translations alone of the words `find` returned, in its order."""
-        self.given = dict(zip(self.asked, translations))
-        return render(self)
-
-    def copied(self, word: str) -> bool:
-        """Whether the model writes `word` unchanged when asked for it alone; False (and `word` asked for) before
-        the translations are given."""
-        if self.given is None:
-            self.asked.setdefault(word)
-            return False
-        return self.given.get(word, "").strip(AROUND) == word
-
-
-def rendered_with_fragments(render: Callable[[Fragments], object], translate: Callable[[list[str]], list[str]]):
-    """render(fragments) once to find the words to ask for alone (its output thrown away), then, once `translate`
-    has translated them, for good."""
-    fragments = Fragments()
-    words = fragments.find(render)
-    return fragments.rendered(render, translate(words) if words else [])
 
 
 def near_copy(word: str, written: str, first: bool = False) -> bool:

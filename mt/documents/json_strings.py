@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 
 from mt.documents.file_checks import decoded
-from mt.documents.inline_markup import Fragments
-from mt.documents.messages import Localization, Messages, plain
+from mt.documents.localization import REFUSED, Catalogue, Edit, Unit
+from mt.documents.messages import Localization, plain
 from mt.errors import MtError
 
 TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
@@ -31,13 +31,14 @@ LETTER = re.compile(r"[^\W\d_]")
 MESSAGE_KEYS = {"message", "description", "placeholders"}  # WebExtensions' message object
 
 
-class JsonDocument:
-    """`sentences` to translate; `render` gives the JSON file's bytes with their translations; `notes` what the
-    last render could not do."""
+class JsonDocument(Catalogue):
+    """A JSON translation file (mt/documents/localization.py); a string whose translation would lose a
+    placeholder keeps its source text."""
+    NOTES = {**Catalogue.NOTES, "icu": "ICU plural or select messages left in the source language"}
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
-        self.name, self.target = name, options.target
-        self.text = decoded(data, name)
+        super().__init__(name, decoded(data, name), options.memory)
+        self.target = options.target
         try:
             tree = json.loads(self.text)
         except json.JSONDecodeError as e:
@@ -47,46 +48,27 @@ class JsonDocument:
                           f"{type(tree).__name__})")
         self.ascii = self.text.isascii() and re.search(r"\\u00[89a-fA-F]|\\u0[1-9a-fA-F]|\\u[1-9a-fA-F]", self.text)
         wanted = set(translated_paths(tree, ()))
-        self.strings, self.locale, self.icu = [], [], 0  # (start, end, source) of each value translated
+        self.locale = []  # (start, end) of @@locale's value
         for start, end, path in _values(self.text):
             source = json.loads(self.text[start:end])
             if path == ("@@locale",):
                 self.locale.append((start, end))
             elif path in wanted and ICU.search(source):
-                self.icu += 1
+                self.left["icu"] += 1
             elif path in wanted and LETTER.search(WHOLE.sub("", source)):
-                self.strings.append((start, end, source))
-        self.messages = Messages(options.memory)
-        for _, _, source in self.strings:
-            self.messages.add([plain(source, WHOLE)])
-        self.sentences = self.messages.sentences
-        self.refused = 0
+                self.units.append(Unit((start, end, source), [self.messages.add([plain(source, WHOLE)])]))
 
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        found = self.messages.translated(translations, fragments=fragments)
-        self.refused = sum(1 for t in found if t is None)
-        edits = [(start, end, self._written(source if text is None else text))
-                 for (start, end, source), text in zip(self.strings, found)]
-        if self.target:
-            edits += [(start, end, self._written(self.target.replace("-", "_"))) for start, end in self.locale]
-        out, at = [], 0
-        for start, end, replacement in sorted(edits):
-            out += [self.text[at:start], replacement]
-            at = end
-        out.append(self.text[at:])
-        return "".join(out).encode("utf-8")
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        start, end, source = unit.where
+        return [(start, end, self._written(source if state == REFUSED else texts[0]))]
+
+    def file_edits(self) -> list[Edit]:
+        if not self.target:
+            return []
+        return [(start, end, self._written(self.target.replace("-", "_"))) for start, end in self.locale]
 
     def _written(self, text: str) -> str:
         return json.dumps(text, ensure_ascii=bool(self.ascii))
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.refused:
-            out.append(f"{self.name}: {self.refused} strings left in the source language: a placeholder or tag "
-                       "would not come back from their translation")
-        if self.icu:
-            out.append(f"{self.name}: {self.icu} ICU plural or select messages left in the source language")
-        return out
 
 
 def translated_paths(value, path: tuple):

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 
 from mt.documents.html_events import html_events
-from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit, sentence_spans
+from mt.documents.fragments import Fragments
+from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
 from mt.errors import needs
 
 SPECIAL = re.compile(r"([\\`*_\[\]<>])")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mt.documents.file_checks import decoded
-from mt.documents.inline_markup import Fragments, sentence_spans
+from mt.documents.fragments import Fragments
+from mt.documents.inline_markup import sentence_spans
 from mt.documents.placeholders import Protected, kept, protected
 
 # The placeholder a plural's number fills: an integer printf directive, or braces named as a count.
@@ -141,28 +141,3 @@ class MessageText:
         found = self.messages.translated(translations, fragments=fragments)[0]
         self.kept = found is not None
         return self.text if found is None else found
-
-
-class MessageLines:
-    """Lines, each a message (`mt translate --placeholders`): `render` gives the translated lines' bytes, a line
-    whose placeholder would not come back written as it came, and counted in `notes`."""
-
-    def __init__(self, data: bytes, name):
-        self.name, self.lines = name, decoded(data, name).split("\n")
-        self.messages = Messages()
-        for line in self.lines:
-            self.messages.add([plain(line.rstrip("\r"))])
-        self.sentences = self.messages.sentences
-        self.refused = 0
-
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        found = self.messages.translated(translations, fragments=fragments)
-        self.refused = sum(1 for t, line in zip(found, self.lines) if t is None)
-        return "\n".join(line if t is None else t + line[len(line.rstrip("\r")):]
-                         for t, line in zip(found, self.lines)).encode("utf-8")
-
-    def notes(self) -> list[str]:
-        if not self.refused:
-            return []
-        return [f"{self.name}: {self.refused} lines written as they came: a placeholder or tag would not come back "
-                "from their translation"]

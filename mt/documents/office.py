@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.archives import check_members, refuse_dtd
-from mt.documents.inline_markup import Fragments
+from mt.documents.fragments import Fragments
 from mt.documents.runs import RunsParagraph
 from mt.errors import MtError, needs
 

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mt.documents.inline_markup import Fragments
+from mt.documents.fragments import Fragments
 from mt.documents.runs import RunsParagraph
 from mt.errors import MtError, needs
 

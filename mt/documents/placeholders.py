@@ -20,7 +20,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit
+from mt.documents.fragments import Fragments
+from mt.documents.inline_markup import Tag, Unit, render_unit
 
 WEBLATE_MARKER = re.compile(r"\[X\d+X\]")  # Weblate's stand-in for a placeholder at that offset: [X7X]
 PLACEHOLDER = re.compile(

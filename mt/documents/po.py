@@ -16,13 +16,14 @@ translation would lose a placeholder keeps its empty msgstr and gets `fuzzy`, an
 
 from __future__ import annotations
 
+import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded
-from mt.documents.inline_markup import Fragments
-from mt.documents.messages import Localization, Messages, numbered, plain
+from mt.documents.localization import NOT_BACK, REFUSED, REMEMBERED, Catalogue, Edit, Unit, plural_messages
+from mt.documents.messages import Localization, plain
 from mt.documents.plurals import for_language, parsed
 from mt.errors import MtError, needs
 
@@ -37,23 +38,18 @@ class Block:
     start: int
     end: int
     msgstr: bool = False
+    plural: bool = False  # an entry with msgid_plural, which mt fills
 
 
-@dataclass
-class Fill:
-    """An entry mt translates: its block, its messages (one per msgstr, plural forms in order), whether plural."""
-    block: Block
-    messages: list[int] = field(default_factory=list)
-    plural: bool = False
-
-
-class PoDocument:
-    """`sentences` to translate; `render` gives the PO file's bytes with their translations; `notes` what the
-    last render could not do."""
+class PoDocument(Catalogue):
+    """A PO or POT file (mt/documents/localization.py), each entry filled marked fuzzy."""
+    NOTES = {"refused": f"entries left untranslated and marked fuzzy: {NOT_BACK}",
+             "unsized": "plural entries left untranslated: the header has no Plural-Forms and the target language "
+                        "is unknown (add Plural-Forms to the header)"}
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         polib = needs("polib", "polib", "documents")
-        self.name, self.text = name, po_text(data, name)
+        super().__init__(name, po_text(data, name), options.memory)
         try:
             catalog = polib.pofile(self.text if "\n" in self.text else self.text + "\n")  # never a path
         except (OSError, ValueError) as e:
@@ -63,6 +59,7 @@ class PoDocument:
                 from None
         self.newline = "\r\n" if "\r\n" in self.text else "\n"
         self.lines = self.text.splitlines(keepends=True)
+        self.offsets = list(itertools.accumulate((len(line) for line in self.lines), initial=0))
         blocks = [b for b in _blocks(self.lines, name) if b.msgstr]
         entries = _matched(catalog, blocks, name)
         self.header = next((b for b in blocks if all(b is not blk for blk, _ in entries)), None)
@@ -75,56 +72,40 @@ class PoDocument:
         self.forms = parsed(line, f"{name}: header") if self.header_forms else \
             retargeted or for_language(own or options.target)
         retranslate = options.replaces(own)
-        self.messages, self.fills, self.unsized = Messages(options.memory), [], 0
         for block, entry in entries:
             if entry.obsolete or not entry.msgid or (_translated(entry) and not retranslate):
                 continue
             if entry.msgid_plural and self.forms is None:
-                self.unsized += 1
-                continue
-            self.fills.append(self._fill(block, entry))
-        self.sentences = self.messages.sentences
-        self.refused = 0
+                self.left["unsized"] += 1
+            elif entry.msgid_plural:
+                block.plural = True
+                sources = lambda index, e=entry: e.msgid if self.forms.singular(index) else e.msgid_plural
+                self.units.append(Unit(block, plural_messages(self.messages, self.forms, sources)))
+            else:
+                self.units.append(Unit(block, [self.messages.add([plain(entry.msgid)])]))
 
-    def _fill(self, block: Block, entry) -> Fill:
-        fill = Fill(block, plural=bool(entry.msgid_plural))
-        if not entry.msgid_plural:
-            fill.messages.append(self.messages.add([plain(entry.msgid)]))
-            return fill
-        for index in range(self.forms.count):
-            number = self.forms.example(index)
-            source = entry.msgid if self.forms.singular(index) else entry.msgid_plural
-            first = numbered(source, number) if number is not None else None
-            fill.messages.append(self.messages.add([first, plain(source)]))
-        return fill
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        block = unit.where
+        texts = [""] * len(texts) if state == REFUSED else texts
+        return [self._lines_edit(block, self._entry(self.lines[block.start:block.end], block, texts,
+                                                    fuzzy=state != REMEMBERED))]
 
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        translated = self.messages.translated(translations, fragments=fragments)
-        edits = []  # (block, its new lines)
-        self.refused = 0
-        for fill in self.fills:
-            texts = [translated[i] for i in fill.messages]
-            if any(t is None for t in texts):
-                self.refused += 1
-                texts = [""] * len(texts)
-            remembered = all(i in self.messages.remembered for i in fill.messages)
-            edits.append((fill.block, self._entry(self.lines[fill.block.start:fill.block.end], fill, texts,
-                                                  fuzzy=not remembered)))
-        if self.fills and (self.header_template or self.target or (self.forms and not self.header_forms)):
-            edits.append(self._header())
-        lines = list(self.lines)
-        for block, new in sorted(edits, key=lambda edit: -edit[0].start):  # from the end: none moves another
-            lines[block.start:block.end] = new
-        return "".join(lines).encode("utf-8")
+    def file_edits(self) -> list[Edit]:
+        if self.units and (self.header_template or self.target or (self.forms and not self.header_forms)):
+            return [self._lines_edit(*self._header())]
+        return []
 
-    def _entry(self, lines: list[str], fill: Fill, texts: list[str], fuzzy: bool = True) -> list[str]:
+    def _lines_edit(self, block: Block, lines: list[str]) -> Edit:
+        return self.offsets[block.start], self.offsets[block.end], "".join(lines)
+
+    def _entry(self, lines: list[str], block: Block, texts: list[str], fuzzy: bool = True) -> list[str]:
         """An entry's lines with its msgstr lines replaced by `texts` and `fuzzy` in its flags (not for a memory's
         translation, as msgmerge fills an exact match from a compendium)."""
         first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("msgstr"))
         last_newline = lines[-1][len(lines[-1].rstrip("\r\n")):]
         new = []
         for index, text in enumerate(texts):
-            new += msgstr_lines(f"msgstr[{index}]" if fill.plural else "msgstr", text)
+            new += msgstr_lines(f"msgstr[{index}]" if block.plural else "msgstr", text)
         out = lines[:first] + [line + self.newline for line in new]
         out[-1] = out[-1][:-len(self.newline)] + last_newline
         return _fuzzy(out, self.newline) if fuzzy else out
@@ -156,16 +137,6 @@ class PoDocument:
         if not header[last].endswith(("\n", "\r")):
             header[last] += self.newline
         header.insert(last + 1, line)
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.refused:
-            out.append(f"{self.name}: {self.refused} entries left untranslated and marked fuzzy: a placeholder or "
-                       "tag would not come back from their translation")
-        if self.unsized:
-            out.append(f"{self.name}: {self.unsized} plural entries left untranslated: the header has no "
-                       "Plural-Forms and the target language is unknown (add Plural-Forms to the header)")
-        return out
 
 
 def msgstr_lines(keyword: str, text: str) -> list[str]:

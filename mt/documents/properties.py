@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt.documents.inline_markup import Fragments
-from mt.documents.messages import Localization, Messages, plain
+from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Unit
+from mt.documents.messages import Localization, plain
 from mt.errors import MtError
 
 ARGUMENT = re.compile(r"\{\d+(?:\s*,[^{}]*)?\}")  # MessageFormat's {0}, {1,number,#}
@@ -39,39 +39,35 @@ class Entry:
     key: str = ""
 
 
-class PropertiesDocument:
-    """`sentences` to translate; `render` gives the file's bytes with their translations; `notes` what the last
-    render could not do."""
+class PropertiesDocument(Catalogue):
+    """A .properties file (mt/documents/localization.py); a value whose translation would lose a placeholder keeps
+    its source text."""
+    NOTES = {"refused": f"values left in the source language: {NOT_BACK}"}
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
-        self.name = name
         if b"\0" in data:
             line = data[:data.index(b"\0")].count(b"\n") + 1
             raise MtError(f"{name}: line {line}: a NUL byte, which no .properties file has")
         self.charset = "utf-8"
         try:
-            self.text, self.ascii = data.decode("utf-8-sig"), data.isascii()
+            text, self.ascii = data.decode("utf-8-sig"), data.isascii()
         except UnicodeDecodeError:  # ISO-8859-1, the format's first charset: written back in it
-            self.text, self.ascii, self.charset = data.decode("latin-1"), True, "latin-1"
-        self.entries = [e for e in property_entries(self.text, name) if LETTER.search(e.value)]
-        self.messages = Messages(options.memory)
-        for entry in self.entries:
+            text, self.ascii, self.charset = data.decode("latin-1"), True, "latin-1"
+        super().__init__(name, text, options.memory)
+        for entry in property_entries(self.text, name):
+            if not LETTER.search(entry.value):
+                continue
             if ARGUMENT.search(entry.value) and not re.search(r"(?<!')'(?!')", entry.value):
                 entry.quoted, entry.value = True, entry.value.replace("''", "'")
-            self.messages.add([plain(entry.value)])
-        self.sentences = self.messages.sentences
-        self.refused = 0
+            self.units.append(Unit(entry, [self.messages.add([plain(entry.value)])]))
 
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        found = self.messages.translated(translations, fragments=fragments)
-        self.refused = sum(1 for t in found if t is None)
-        out, at = [], 0
-        for entry, text in zip(self.entries, found):
-            text = entry.value if text is None else text
-            out += [self.text[at:entry.start], self._escaped(text.replace("'", "''") if entry.quoted else text)]
-            at = entry.end
-        out.append(self.text[at:])
-        return "".join(out).encode(self.charset)
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        entry = unit.where
+        text = entry.value if state == REFUSED else texts[0]
+        return [(entry.start, entry.end, self._escaped(text.replace("'", "''") if entry.quoted else text))]
+
+    def encode(self, text: str) -> bytes:
+        return text.encode(self.charset)
 
     def _escaped(self, value: str) -> str:
         out = []
@@ -87,12 +83,6 @@ class PropertiesDocument:
             else:
                 out.append(c)
         return "".join(out)
-
-    def notes(self) -> list[str]:
-        if not self.refused:
-            return []
-        return [f"{self.name}: {self.refused} values left in the source language: a placeholder or tag would not "
-                "come back from their translation"]
 
 
 def property_entries(text: str, name: Path) -> list[Entry]:

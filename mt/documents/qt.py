@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.html_events import html_events, with_attribute
-from mt.documents.inline_markup import Fragments
-from mt.documents.messages import Localization, Messages, numbered, plain
+from mt.documents.html_events import with_attribute
+from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Unit, plural_messages, xml_tags
+from mt.documents.messages import Localization, plain
 from mt.documents.placeholders import kept
 from mt.documents.plurals import for_language
 
@@ -63,82 +63,57 @@ class Message:
     inner: str = ""
     type: str = ""
     translation_indent: str = ""
-
-
-@dataclass
-class Fill:
-    """A message mt translates, and its messages (mt/documents/messages.py): one, or one per plural form."""
-    message: Message
-    indices: list[int] = field(default_factory=list)
     source: str = ""  # the source string as the program holds it
 
 
-class TsDocument:
-    """`sentences` to translate; `render` gives the .ts file's bytes with their translations; `notes` what the last
-    render could not do."""
+class TsDocument(Catalogue):
+    """A Qt .ts file (mt/documents/localization.py), each message filled marked unfinished."""
+    NOTES = {"refused": f"messages left untranslated and marked unfinished: {NOT_BACK}",
+             "unsized": "numerus messages left untranslated: the file's language (the language attribute of <TS>) "
+                        "and the target language are unknown or have no known plural forms",
+             "holding": "messages left untranslated: their source holds XML elements (<byte/>), which mt does not "
+                        "translate around"}
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
         root = xml_root(data, name, "TS", "a Qt .ts file")
-        self.name, self.text = name, decoded(data, name)
+        super().__init__(name, decoded(data, name), options.memory)
         own = root.get("language")
         self.target = options.target if options.retargets(own) else None  # the language <TS> is to say
-        self.forms = for_language(self.target) or for_language(own or options.target)
+        forms = for_language(self.target) or for_language(own or options.target)
         retranslate = options.replaces(own)
-        self.messages, self.fills = Messages(options.memory), []
-        self.unsized = self.holding = self.refused = 0
         for message in _messages(self.text):
             if message.type in LEFT or (_has_text(message.inner) and not retranslate):
                 continue
             source = self.text[message.start:message.end]
+            message.source = html.unescape(source)
             if "<" in source:
-                self.holding += 1
-            elif message.numerus and self.forms is None:
-                self.unsized += 1
+                self.left["holding"] += 1
+            elif message.numerus and forms is None:
+                self.left["unsized"] += 1
+            elif source.strip() and message.numerus:
+                self.units.append(Unit(message, plural_messages(self.messages, forms, lambda _: _read(source), COUNT)))
             elif source.strip():
-                self.fills.append(Fill(message, self._added(_read(source), message.numerus), html.unescape(source)))
-        self.sentences = self.messages.sentences
+                self.units.append(Unit(message, [self.messages.add([plain(_read(source))])]))
 
-    def _added(self, text: str, numerus: bool) -> list[int]:
-        """The messages of a source text: itself, or one per plural form with its number in place of %n."""
-        if not numerus:
-            return [self.messages.add([plain(text)])]
-        found = []
-        for index in range(self.forms.count):
-            number = self.forms.example(index)
-            first = numbered(text, number, COUNT) if number is not None else None
-            found.append(self.messages.add([first, plain(text)]))
-        return found
+    def accepted(self, unit: Unit, texts: list[str | None]) -> bool:
+        """Every translation came back with its placeholders, in the string the program will hold too."""
+        return all(t is not None and kept(unit.where.source, _string(t)) for t in texts)
 
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        found = self.messages.translated(translations, fragments=fragments)
-        self.refused, edits = 0, []
-        for fill in self.fills:
-            texts = [found[i] for i in fill.indices]
-            if any(t is None or not kept(fill.source, _string(t)) for t in texts):
-                self.refused += 1
-                edits.append(self._edit(fill.message, None))
-            else:
-                edits.append(self._edit(fill.message, [_written(t) for t in texts]))
-        if self.target and self.fills:
-            edits.append(_language_edit(self.text, self.target))
-        out, at = [], 0
-        for start, end, replacement in sorted(e for e in edits if e is not None):
-            out += [self.text[at:start], replacement]
-            at = end
-        out.append(self.text[at:])
-        return "".join(out).encode("utf-8")
+    def file_edits(self) -> list[Edit]:
+        return [_language_edit(self.text, self.target)] if self.target and self.units else []
 
-    def _edit(self, message: Message, texts: list[str] | None) -> tuple[int, int, str] | None:
-        """(start, end, replacement) of a message's translation: `texts` in it (one per form of a numerus one),
-        marked unfinished; without `texts`, an empty one marked unfinished (one that has text is left)."""
-        if texts is None and _has_text(message.inner):
-            return None
-        contents = message.inner if texts is None else self._contents(message, texts)
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        """A message's translation: `texts` in it (one per form of a numerus one), marked unfinished; refused, an
+        empty one marked unfinished (one that has text is left)."""
+        message = unit.where
+        if state == REFUSED and _has_text(message.inner):
+            return []
+        contents = message.inner if state == REFUSED else self._contents(message, [_written(t) for t in texts])
         if message.translation_start is None:
             element = f'<translation type="unfinished">{contents}</translation>'
-            return message.after, message.after, message.indent + element
+            return [(message.after, message.after, message.indent + element)]
         element = f"{_unfinished(message.translation_open)}{contents}</translation>"
-        return message.translation_start, message.translation_end, element
+        return [(message.translation_start, message.translation_end, element)]
 
     def _contents(self, message: Message, texts: list[str]) -> str:
         """A translation's contents: the text, or a numerus message's forms, each on a line of its own where the
@@ -152,20 +127,6 @@ class TsDocument:
             close = message.translation_indent if message.translation_start is not None else message.indent
             before = close + ("\t" if close.endswith("\t") else "    ") if close else ""
         return "".join(f"{before}<numerusform>{text}</numerusform>" for text in texts) + close
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.refused:
-            out.append(f"{self.name}: {self.refused} messages left untranslated and marked unfinished: a placeholder "
-                       "or tag would not come back from their translation")
-        if self.unsized:
-            out.append(f"{self.name}: {self.unsized} numerus messages left untranslated: the file's language (the "
-                       "language attribute of <TS>) and the target language are unknown or have no known plural "
-                       "forms")
-        if self.holding:
-            out.append(f"{self.name}: {self.holding} messages left untranslated: their source holds XML elements "
-                       "(<byte/>), which mt does not translate around")
-        return out
 
 
 def _read(source: str) -> str:
@@ -210,45 +171,31 @@ def _language_edit(text: str, target: str) -> tuple[int, int, str]:
 def _messages(text: str) -> list[Message]:
     """The file's messages with a source, in order, their source and translation located (direct children of the
     message only)."""
-    messages, stack, offset = [], [], 0
+    messages = []
     current: Message | None = None
-    blank = ""  # the whitespace right before the current tag
-    for event in html_events(text):
-        start, offset = offset, offset + len(event.raw)
-        if event.kind == "text":
-            blank = event.raw if not event.raw.strip() else ""
-            continue
-        parent = stack[-1] if stack else ""
-        inside = current is not None and parent == "message"
-        if event.role == "open":
-            stack.append(event.name)
-            attrs = dict(event.attrs)
-            if event.name == "message":
-                current = Message(numerus=attrs.get("numerus") == "yes")
-            elif inside and event.name == "source":
-                current.start = offset
-            elif inside and event.name == "translation":
-                current.translation_start, current.translation_open, current.inner_start = start, event.raw, offset
-                current.type, current.translation_indent = attrs.get("type") or "", blank
-            if inside and event.name in BEFORE_TRANSLATION:
-                current.indent = blank
-        elif event.role == "close" and stack and stack[-1] == event.name:
-            owned = current is not None and len(stack) >= 2 and stack[-2] == "message"
-            if owned and event.name == "source":
-                current.end = start
-            elif owned and event.name == "translation":
-                current.translation_end, current.inner = offset, text[current.inner_start:start]
-            elif current is not None and event.name == "message":
-                messages.append(current)
-                current = None
-            if owned and event.name in BEFORE_TRANSLATION:
-                current.after = offset
-            stack.pop()
-        elif event.role == "void" and inside and event.name == "translation":
-            current.translation_start, current.translation_end = start, offset
-            current.translation_open = event.raw[:-2].rstrip() + ">"
-            current.type, current.translation_indent = dict(event.attrs).get("type") or "", blank
-        elif event.role == "void" and inside and event.name in BEFORE_TRANSLATION:
-            current.after, current.indent = offset, blank
-        blank = ""
+    for tag in xml_tags(text):
+        role, name, attrs = tag.event.role, tag.name, dict(tag.event.attrs)
+        own = current is not None and tag.parent == "message"
+        if role == "open" and name == "message":
+            current = Message(numerus=attrs.get("numerus") == "yes")
+        elif role == "open" and own and name == "source":
+            current.start = tag.end
+        elif role == "open" and own and name == "translation":
+            current.translation_start, current.translation_open, current.inner_start = tag.start, tag.event.raw, tag.end
+            current.type, current.translation_indent = attrs.get("type") or "", tag.blank
+        elif role == "close" and own and name == "source":
+            current.end = tag.start
+        elif role == "close" and own and name == "translation":
+            current.translation_end, current.inner = tag.end, text[current.inner_start:tag.start]
+        elif role == "close" and current is not None and name == "message":
+            messages.append(current)
+            current = None
+        elif role == "void" and own and name == "translation":
+            current.translation_start, current.translation_end = tag.start, tag.end
+            current.translation_open = tag.event.raw[:-2].rstrip() + ">"
+            current.type, current.translation_indent = attrs.get("type") or "", tag.blank
+        if own and name in BEFORE_TRANSLATION and role in ("open", "void"):
+            current.indent = tag.blank
+        if own and name in BEFORE_TRANSLATION and role in ("close", "void"):
+            current.after = tag.end
     return [m for m in messages if m.start is not None and m.end is not None]

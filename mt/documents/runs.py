@@ -10,7 +10,8 @@ translation splits what it held: the writer copies its formatting for each segme
 
 from __future__ import annotations
 
-from mt.documents.inline_markup import Fragments, Tag, Unit, render_unit, sentence_spans
+from mt.documents.fragments import Fragments
+from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
 
 OPEN, CLOSE = "\ue000", "\ue001"  # private-use characters marking a run's segment in the rendered text
 

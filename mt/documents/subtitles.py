@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from mt.documents.html import HtmlDocument
-from mt.documents.inline_markup import Fragments
+from mt.documents.fragments import Fragments
 from mt.errors import MtError, needs
 
 

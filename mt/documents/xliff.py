@@ -23,22 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.html_events import ATTRIBUTE, html_events, tag_attribute, with_attribute
-from mt.documents.inline_markup import Fragments
-from mt.documents.messages import Localization, Messages, plain
+from mt.documents.html_events import ATTRIBUTE, tag_attribute, with_attribute
+from mt.documents.localization import NOT_BACK, REFUSED, REMEMBERED, Catalogue, Edit, Unit, xml_tags
+from mt.documents.messages import Localization, plain
 from mt.errors import MtError
 
 NATIVE = re.compile(r"<((?:\w+:)?(?:ph|bpt|ept|it))\b[^>]*?(?<!/)>.*?</\1>", re.S)  # 1.2's native code, kept whole
 MARKS = {"1": ({"state": "needs-review-translation", "state-qualifier": "leveraged-mt"},
                {"state": "needs-translation"}),
          "2": ({"state": "translated", "subState": "mt:needs-review"}, {"state": "initial"})}
-REMEMBERED = {"1": {"state": "translated", "state-qualifier": "exact-match"}, "2": {"state": "translated"}}  # memory's
+EXACT_MATCH = {"1": {"state": "translated", "state-qualifier": "exact-match"}, "2": {"state": "translated"}}  # memory's
 UNITS = {"1": "trans-unit", "2": "segment"}
 LANGUAGE_TAGS = {"1": ("file", "target-language"), "2": ("xliff", "trgLang")}  # where each names its target
 
 
 @dataclass
-class Unit:
+class Location:
     """Where a unit is in the file: its open tag [open_start, open_end) (a 2.0 segment's holds the state), its
     source's contents [start, end) and where a new target goes (`after_source`, with the source's indentation
     before it), and the target element [target_start, target_end), if it has one, its open tag and its text."""
@@ -56,46 +56,39 @@ class Unit:
     target_text: str = ""
 
 
-class XliffDocument:
-    """`sentences` to translate; `render` gives the XLIFF file's bytes with their translations; `notes` what the
-    last render could not do."""
+class XliffDocument(Catalogue):
+    """An XLIFF 1.2 or 2.0 file (mt/documents/localization.py), each unit marked as its version marks it."""
 
     def __init__(self, data: bytes, name: Path, options: Localization = Localization()):
-        self.name, self.version = name, _version(data, name)
-        self.text = decoded(data, name)
-        self.language_tags = _language_tags(self.text, LANGUAGE_TAGS[self.version])
-        own = next((tag_attribute(self.text[start:end], LANGUAGE_TAGS[self.version][1])
-                    for start, end in self.language_tags), None)
+        version = _version(data, name)
+        super().__init__(name, decoded(data, name), options.memory)
+        self.version, where = version, LANGUAGE_TAGS[version]
+        self.language_tags = [(tag.start, tag.end) for tag in xml_tags(self.text)
+                              if tag.event.role == "open" and tag.name == where[0]]
+        own = next((tag_attribute(self.text[start:end], where[1]) for start, end in self.language_tags), None)
         self.target = options.target if options.retargets(own) else None  # the target language to say
         retranslate = options.replaces(own)
-        self.units = [u for u in _units(self.text, UNITS[self.version])
-                      if retranslate or not u.target_text.strip()]
-        self.messages = Messages(options.memory)
-        for unit in self.units:
-            self.messages.add([plain(self.text[unit.start:unit.end], NATIVE)])
-        self.sentences = self.messages.sentences
-        self.refused = 0
+        for unit in _units(self.text, UNITS[version]):
+            if retranslate or not unit.target_text.strip():
+                self.units.append(Unit(unit, [self.messages.add([plain(self.text[unit.start:unit.end], NATIVE)])]))
+        self.NOTES = {"refused": f"units given their source as target, marked {MARKS[version][1]['state']}: "
+                                 f"{NOT_BACK}"}
 
-    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> bytes:
-        found = self.messages.translated(translations, lambda t: html.escape(t, quote=False), fragments)
-        self.refused = sum(1 for t in found if t is None)
-        edits = [edit for i, (unit, text) in enumerate(zip(self.units, found))
-                 for edit in self._edits(unit, text, i in self.messages.remembered)]
-        if self.target and self.units:
-            attribute = LANGUAGE_TAGS[self.version][1]
-            edits += [(start, end, with_attribute(self.text[start:end], attribute, self.target))
-                      for start, end in self.language_tags]
-        out, at = [], 0
-        for start, end, replacement in sorted(edits):
-            out += [self.text[at:start], replacement]
-            at = end
-        out.append(self.text[at:])
-        return "".join(out).encode("utf-8")
+    def escape(self, text: str) -> str:
+        return html.escape(text, quote=False)
 
-    def _edits(self, unit: Unit, text: str | None, remembered: bool = False) -> list[tuple[int, int, str]]:
-        """(start, end, replacement) for a unit, in file order: its target, and a 2.0 segment's state."""
-        marks = REMEMBERED[self.version] if remembered else MARKS[self.version][0 if text is not None else 1]
-        text = self.text[unit.start:unit.end] if text is None else text
+    def file_edits(self) -> list[Edit]:
+        if not (self.target and self.units):
+            return []
+        attribute = LANGUAGE_TAGS[self.version][1]
+        return [(start, end, with_attribute(self.text[start:end], attribute, self.target))
+                for start, end in self.language_tags]
+
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        """A unit's target, and a 2.0 segment's state, in file order."""
+        unit = unit.where
+        marks = EXACT_MATCH[self.version] if state == REMEMBERED else MARKS[self.version][state == REFUSED]
+        text = self.text[unit.start:unit.end] if state == REFUSED else texts[0]
         edits = []
         if self.version == "2":
             edits.append((unit.open_start, unit.open_end, _marked(self.text[unit.open_start:unit.open_end], marks)))
@@ -109,12 +102,6 @@ class XliffDocument:
             edits.append((unit.after_source, unit.after_source, unit.indent + target))
         return edits
 
-    def notes(self) -> list[str]:
-        if not self.refused:
-            return []
-        return [f"{self.name}: {self.refused} units given their source as target, marked "
-                f"{MARKS[self.version][1]['state']}: a placeholder or tag would not come back from their translation"]
-
 
 def _version(data: bytes, name: Path) -> str:
     """"1" or "2": the XLIFF version of a file defusedxml parses; an MtError for anything else."""
@@ -125,56 +112,37 @@ def _version(data: bytes, name: Path) -> str:
     return version[0]
 
 
-def _units(text: str, unit_name: str) -> list[Unit]:
+def _units(text: str, unit_name: str) -> list[Location]:
     """The units of the file to translate, in order, with their source and target located (direct children of
     the unit only: a 1.2 `<alt-trans>`'s are not its own); none inside an element with translate="no"."""
-    units, stack, offset = [], [], 0
-    current: Unit | None = None
+    units = []
+    current: Location | None = None
     kept_from = None  # the depth of the element with translate="no" we are in
-    blank = ""  # the whitespace right before the current tag
-    for event in html_events(text):
-        start, offset = offset, offset + len(event.raw)
-        local = event.name.rsplit(":", 1)[-1]
-        if event.kind == "text":
-            blank = event.raw if not event.raw.strip() else ""
-            continue
-        parent = stack[-1] if stack else ""
-        if event.role == "open":
-            stack.append(local)
-            if kept_from is None and dict(event.attrs).get("translate") == "no":
-                kept_from = len(stack)
-            elif local == unit_name and kept_from is None:
-                current = Unit(start, offset)
-            elif current is not None and parent == unit_name and local == "source":
-                current.start, current.source_tag, current.indent = offset, event.raw, blank
-            elif current is not None and parent == unit_name and local == "target":
-                current.target_start, current.target_open, current.target_inner = start, event.raw, offset
-        elif event.role == "close" and stack:
-            if current is not None and len(stack) >= 2 and stack[-2] == unit_name and local == "source":
-                current.end, current.after_source = start, offset
-            elif current is not None and len(stack) >= 2 and stack[-2] == unit_name and local == "target":
-                current.target_end, current.target_text = offset, text[current.target_inner:start]
-            elif current is not None and local == unit_name:
+    for tag in xml_tags(text):
+        role, own = tag.event.role, current is not None and tag.parent == unit_name
+        if role == "open":
+            if kept_from is None and dict(tag.event.attrs).get("translate") == "no":
+                kept_from = len(tag.path)
+            elif tag.name == unit_name and kept_from is None:
+                current = Location(tag.start, tag.end)
+            elif own and tag.name == "source":
+                current.start, current.source_tag, current.indent = tag.end, tag.event.raw, tag.blank
+            elif own and tag.name == "target":
+                current.target_start, current.target_open, current.target_inner = tag.start, tag.event.raw, tag.end
+        elif role == "close":
+            if own and tag.name == "source":
+                current.end, current.after_source = tag.start, tag.end
+            elif own and tag.name == "target":
+                current.target_end, current.target_text = tag.end, text[current.target_inner:tag.start]
+            elif current is not None and tag.name == unit_name:
                 units.append(current)
                 current = None
-            if kept_from == len(stack):
+            if kept_from == len(tag.path):
                 kept_from = None
-            stack.pop()
-        elif event.role == "void" and current is not None and local == "target" and parent == unit_name:
-            current.target_start, current.target_end = start, offset
-            current.target_open = event.raw[:-2].rstrip() + ">"
-        blank = ""
+        elif role == "void" and own and tag.name == "target":
+            current.target_start, current.target_end = tag.start, tag.end
+            current.target_open = tag.event.raw[:-2].rstrip() + ">"
     return [u for u in units if u.after_source]
-
-
-def _language_tags(text: str, where: tuple[str, str]) -> list[tuple[int, int]]:
-    """(start, end) of each open tag that names the file's target language: 1.2's `<file>`s, 2.0's `<xliff>`."""
-    found, offset = [], 0
-    for event in html_events(text):
-        start, offset = offset, offset + len(event.raw)
-        if event.role == "open" and event.name.rsplit(":", 1)[-1] == where[0]:
-            found.append((start, offset))
-    return found
 
 
 def _name(tag: str) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mt.documents.archives import check_members, refuse_dtd
 from mt.documents.html import HtmlDocument
-from mt.documents.inline_markup import Fragments, Markup
+from mt.documents.fragments import Fragments
+from mt.documents.inline_markup import Markup
 from mt.errors import MtError
 
 MAX_UNPACKED = 1 << 30  # bytes

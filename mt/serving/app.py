@@ -38,12 +38,13 @@ from mt.serving.detection import detect
 from mt.errors import HttpError, MtError
 from mt.serving.glossary import glossary_chars, read_glossary, terms_per_sentence
 from mt.documents.html import HtmlDocument
-from mt.documents.inline_markup import Fragments
 from mt.serving.limits import BodyLimit, HttpSettings, guarded_protocol
 from mt.decoding.lines import LineFormat, LineText, line_text
 from mt.decoding.text_front_end import TextBatch
 from mt.serving.fields import bool_field, int_field, request_fields
+from mt.documents.document import DocumentTranslation
 from mt.documents.formats import read_document
+from mt.documents.fragments import Fragments, Rendering
 from mt.documents.messages import Localization, MessageText
 from mt.documents.placeholders import WEBLATE_MARKER
 from mt.documents.text import TextDocument
@@ -143,7 +144,7 @@ async def translate(request: Request, body: dict) -> JSONResponse:
             alts.append([document.render([hyps[min(i, len(hyps) - 1)] for hyps in mine], fragments)
                          for i in range(1, alternatives + 1)])
         return results, alts, kept
-    results, alts, kept = await _rendered(request, served, render, glossary) if protecting else render()
+    results, alts, kept = await _rendered(request, served, Rendering(render), glossary) if protecting else render()
     answer = {"translatedText": results if isinstance(q, list) else results[0]}
     if protect:  # False: a placeholder would not come back, and the text is answered as sent
         answer["placeholdersKept"] = kept if isinstance(q, list) else kept[0]
@@ -275,12 +276,12 @@ async def translate_file(request: Request, form: FormData) -> JSONResponse:
     data = await upload.read()
     base = str(request.base_url).rstrip("/")
     if not bool_field(form, "background"):
-        name = await _translated_upload(request, served, data, fmt, upload.filename, source, target)
-        return JSONResponse({"translatedFileUrl": f"{base}/download_file/{urllib.parse.quote(name)}"})
+        name, notes = await _translated_upload(request, served, data, fmt, upload.filename, source, target)
+        return JSONResponse({"translatedFileUrl": f"{base}/download_file/{urllib.parse.quote(name)}", "notes": notes})
 
     async def work(job) -> str:
-        name = await _translated_upload(Detached(request.app, job), served, data, fmt, upload.filename, source,
-                                        target, job)
+        name, job.notes = await _translated_upload(Detached(request.app, job), served, data, fmt, upload.filename,
+                                                   source, target, job)
         return f"{base}/download_file/{urllib.parse.quote(name)}"
 
     job = request.app.state.jobs.start(work)
@@ -288,9 +289,10 @@ async def translate_file(request: Request, form: FormData) -> JSONResponse:
 
 
 async def _translated_upload(request, served: ServedModel | None, data: bytes, fmt: str, filename: str,
-                             source: str, target: str, job=None) -> str:
-    """An uploaded document translated and kept: its download name. A background `job` hears how many of its
-    sentences are done, a part at a time."""
+                             source: str, target: str, job=None) -> tuple[str, list[str]]:
+    """An uploaded document translated and kept: its download name, and the notes of what its format left for
+    review (mt/documents/document.py `Rendered`). A background `job` hears how many of its sentences are done, a
+    part at a time."""
     server: Server = request.app.state.server
     auto = source == "auto"
     memory = served.memory if served is not None else None  # with source auto the direction is not known yet
@@ -298,20 +300,19 @@ async def _translated_upload(request, served: ServedModel | None, data: bytes, f
     if auto:  # the language of the file's sentences, as LibreTranslate detects it
         source = (await _detected(server, document.sentences, target))["language"]
     if auto and source == target:  # already in the target language: the file as it came
-        translated = data
+        translated, notes = data, []
     else:
         served = served or server.model(source, target)
-        sentences, found = document.sentences, []
-        step = SENTENCES_A_PART if job is not None else max(len(sentences), 1)
+        translation = DocumentTranslation(document, SENTENCES_A_PART if job is not None else len(document.sentences))
         if job is not None:
-            job.total = len(sentences)
-        for start in range(0, len(sentences), step):  # a part decodes as it would alone, beside the others
-            found += await _translate_texts(request, served, sentences[start:start + step], 1, {}, alignment=True)
+            job.total = len(document.sentences)
+        for part in translation.parts:  # a part decodes as it would alone, beside the others
+            translation.add([per[0] for per in await _translate_texts(request, served, part, 1, {}, alignment=True)])
             if job is not None:
-                job.done = len(found)
-        translated = await _rendered(request, served,
-                                     lambda fragments: document.render([per[0] for per in found], fragments), {})
-    return await run_in_threadpool(request.app.state.files.keep, translated, filename)
+                job.done = len(translation.found)
+        rendered = await _rendered(request, served, translation, {})
+        translated, notes = rendered.data, list(rendered.notes)
+    return await run_in_threadpool(request.app.state.files.keep, translated, filename), notes
 
 
 async def file_job(request: Request) -> JSONResponse:
@@ -332,13 +333,12 @@ async def download_file(request: Request) -> Response:
     return FileResponse(path, filename=name.split(".", 1)[1])
 
 
-async def _rendered(request: Request, served: ServedModel, render, glossary: dict[str, str]):
-    """render(fragments) off the event loop, as mt/documents/inline_markup.py `rendered_with_fragments` does: once
-    to find the words of lost inline elements to translate alone, then for good."""
-    fragments = Fragments()
-    words = await run_in_threadpool(fragments.find, render)
+async def _rendered(request: Request, served: ServedModel, rendering: Rendering, glossary: dict[str, str]):
+    """The rendering's steps (mt/documents/fragments.py) off the event loop: once to find the words of lost inline
+    elements to translate alone, then for good."""
+    words = await run_in_threadpool(rendering.words)
     alone = await _translate_texts(request, served, words, 1, glossary) if words else []
-    return await run_in_threadpool(fragments.rendered, render, [hyps[0][0] for hyps in alone])
+    return await run_in_threadpool(rendering.rendered, [hyps[0][0] for hyps in alone])
 
 
 async def _translate_texts(request: Request, served: ServedModel, sentences: list[str], nbest: int,

@@ -4,7 +4,8 @@ job, whose progress and result are fetched later; LibreTranslate's clients keep 
     POST   /translate_file            file, source, target, api_key, background=true
                                       -> 202 {"jobId": ID, "statusUrl": ".../translate_file/jobs/ID"}
     GET    /translate_file/jobs/ID    -> {"status": "queued|running|done|failed|cancelled", "done": N,
-                                          "total": M, "translatedFileUrl": ... (done), "error": ... (failed)}
+                                          "total": M, "translatedFileUrl": ..., "notes": [...] (done),
+                                          "error": ... (failed)}
     DELETE /translate_file/jobs/ID    -> the job cancelled: its sentences not yet decoding are released
 
 `done`/`total` count the document's sentences. At most `max_jobs` jobs are queued or running at once (429 past
@@ -34,6 +35,7 @@ class FileJob:
     done: int = 0
     status: str = "queued"
     url: str | None = None
+    notes: list[str] = field(default_factory=list)  # what the document's format left for review (done)
     error: str | None = None
     ended_at: float | None = None
     task: asyncio.Task | None = field(default=None, repr=False)
@@ -45,7 +47,7 @@ class FileJob:
     def answer(self) -> dict:
         shown = {"status": self.status, "done": self.done, "total": self.total}
         if self.url is not None:
-            shown["translatedFileUrl"] = self.url
+            shown["translatedFileUrl"], shown["notes"] = self.url, self.notes
         if self.error is not None:
             shown["error"] = self.error
         return shown

@@ -5,7 +5,8 @@ tests/serving/test_server.py."""
 from __future__ import annotations
 
 from mt.documents.html import HtmlDocument
-from mt.documents.inline_markup import near_copy, rendered_with_fragments, written_as_is
+from mt.documents.fragments import rendered_with_fragments
+from mt.documents.inline_markup import near_copy, written_as_is
 from mt.documents.runs import RunsParagraph
 
 

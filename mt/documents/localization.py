@@ -1,0 +1,171 @@
+"""What the localization formats share (PO, XLIFF, Qt .ts, Android, JSON, .properties, and `--placeholders`
+lines): a `Catalogue` is the file's text and its units, each unit one or more messages (mt/documents/messages.py:
+one, or one per plural form); `render` translates the messages, asks the format for the edits of each unit,
+splices them into the text and writes the notes from the format's table.
+
+A format is a subclass that reads its units in its constructor (`self.units`, each a `Unit` holding where it is in
+the file and the indices of its messages, added with `self.messages.add` or `plural_messages`) and says:
+- `edits(unit, texts, state)`: (start, end, replacement) of the unit in the file's text, given its messages'
+  translations (None for a message whose placeholder would not come back) and whether it is a machine
+  translation for review (MACHINE), a translation the memory gave (REMEMBERED) or none (REFUSED), through the
+  format's own mark (PO's `fuzzy`, XLIFF's states, Qt's `unfinished`; the resource files have none);
+- `file_edits()`: edits of the file itself (a header, a language attribute), if any;
+- `NOTES`: for each count the notes report (`refused`, and what the constructor counted in `self.left`), the
+  words after the count;
+- `escape` (how a translation's text is written, where placeholders come back in a markup language),
+  `accepted(unit, texts)` (a format's own check of a unit's translations), `encode` (the file's charset).
+Adding a format is writing these and registering its extension in mt/documents/formats.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mt.documents.document import Rendered
+from mt.documents.file_checks import decoded
+from mt.documents.fragments import Fragments
+from mt.documents.html_events import Event, html_events
+from mt.documents.messages import Messages, numbered, plain
+from mt.documents.plurals import PluralForms
+
+MACHINE, REMEMBERED, REFUSED = "machine", "remembered", "refused"
+NOT_BACK = "a placeholder or tag would not come back from their translation"
+
+Edit = tuple[int, int, str]  # (start, end, replacement) in the file's text
+
+
+@dataclass
+class Unit:
+    """A unit of the file to fill: where it is (the format's own record), and its messages' indices."""
+    where: object
+    messages: list[int] = field(default_factory=list)
+
+
+class Catalogue:
+    """A localization file: `sentences` to translate; `render` gives its bytes with their translations, and the
+    notes of what it could not do."""
+    NOTES: dict[str, str] = {"refused": f"strings left in the source language: {NOT_BACK}"}
+
+    def __init__(self, name: Path, text: str, memory=None):
+        self.name, self.text = name, text
+        self.messages, self.units, self.left = Messages(memory), [], Counter()
+
+    @property
+    def sentences(self) -> list[str]:
+        return self.messages.sentences
+
+    def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> Rendered:
+        found = self.messages.translated(translations, self.escape, fragments)
+        edits, refused = self.file_edits(), 0
+        for unit in self.units:
+            texts = [found[i] for i in unit.messages]
+            if not self.accepted(unit, texts):
+                refused += 1
+                state = REFUSED
+            else:
+                state = REMEMBERED if all(i in self.messages.remembered for i in unit.messages) else MACHINE
+            edits += self.edits(unit, texts, state)
+        return Rendered(self.encode(spliced(self.text, edits)), tuple(self.notes(refused)))
+
+    def escape(self, text: str) -> str:
+        return text
+
+    def accepted(self, unit: Unit, texts: list[str | None]) -> bool:
+        return all(t is not None for t in texts)
+
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        raise NotImplementedError
+
+    def file_edits(self) -> list[Edit]:
+        return []
+
+    def encode(self, text: str) -> bytes:
+        return text.encode("utf-8")
+
+    def notes(self, refused: int) -> list[str]:
+        counts = {**self.left, "refused": refused}
+        return [f"{self.name}: {counts[key]} {words}" for key, words in self.NOTES.items() if counts.get(key)]
+
+
+def spliced(text: str, edits: list[Edit]) -> str:
+    """`text` with each (start, end) replaced, in order of the file (edits do not overlap)."""
+    out, at = [], 0
+    for start, end, replacement in sorted(edits):
+        out += [text[at:start], replacement]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def plural_messages(messages: Messages, forms: PluralForms, source_of: Callable[[int], str],
+                    count=None) -> list[int]:
+    """One message per plural form, each first tried with the form's example number in place of its count
+    placeholder (`count`, a pattern; messages.py's COUNT by default), from `source_of(form index)`."""
+    found = []
+    for index in range(forms.count):
+        number, source = forms.example(index), source_of(index)
+        first = None if number is None else numbered(source, number) if count is None else \
+            numbered(source, number, count)
+        found.append(messages.add([first, plain(source)]))
+    return found
+
+
+@dataclass
+class Located:
+    """An element's tag in an XML file: the event, where it is [start, end), the local names of the elements it
+    is in (itself last, for an open or close tag), and the whitespace right before it."""
+    event: Event
+    start: int
+    end: int
+    path: tuple[str, ...]
+    blank: str
+
+    @property
+    def name(self) -> str:
+        return self.path[-1] if self.event.role != "void" else self.event.name.rsplit(":", 1)[-1]
+
+    @property
+    def parent(self) -> str:
+        """The element this tag's element is a child of."""
+        inside = self.path[:-1] if self.event.role != "void" else self.path
+        return inside[-1] if inside else ""
+
+
+def xml_tags(text: str) -> Iterator[Located]:
+    """Each tag of an XML file (parsed before: well-formed), located in its own characters, in order."""
+    stack, offset, blank = [], 0, ""
+    for event in html_events(text):
+        start, offset = offset, offset + len(event.raw)
+        if event.kind == "text":
+            blank = event.raw if not event.raw.strip() else ""
+            continue
+        local = event.name.rsplit(":", 1)[-1]
+        if event.role == "open":
+            stack.append(local)
+            yield Located(event, start, offset, tuple(stack), blank)
+        elif event.role == "close" and stack and stack[-1] == local:
+            yield Located(event, start, offset, tuple(stack), blank)
+            stack.pop()
+        elif event.role == "void":
+            yield Located(event, start, offset, tuple(stack), blank)
+        blank = ""
+
+
+class MessageLines(Catalogue):
+    """Lines, each a message (`mt translate --placeholders`); a line whose placeholder would not come back is
+    written as it came."""
+    NOTES = {"refused": f"lines written as they came: {NOT_BACK}"}
+
+    def __init__(self, data: bytes, name: Path):
+        super().__init__(name, decoded(data, name))
+        at = 0
+        for line in self.text.split("\n"):
+            text = line.rstrip("\r")
+            self.units.append(Unit((at, at + len(text)), [self.messages.add([plain(text)])]))
+            at += len(line) + 1
+
+    def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
+        return [] if state == REFUSED else [(*unit.where, texts[0])]

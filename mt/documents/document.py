@@ -9,7 +9,7 @@ elements to translate alone (mt/documents/inline_markup.py `Fragments`), and aga
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from mt.documents.fragments import Fragments, Rendering
@@ -21,7 +21,7 @@ SENTENCES_A_PART = 256  # a document's sentences are searched this many at a tim
 class Rendered:
     """A translated document: its bytes, and what its rendering left for a person to review (one line each)."""
     data: bytes
-    notes: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
 
 
 class Document(Protocol):

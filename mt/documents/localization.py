@@ -68,7 +68,7 @@ class Catalogue:
             else:
                 state = REMEMBERED if all(i in self.messages.remembered for i in unit.messages) else MACHINE
             edits += self.edits(unit, texts, state)
-        return Rendered(self.encode(spliced(self.text, edits)), tuple(self.notes(refused)))
+        return Rendered(self.encode(spliced(self.text, edits)), self.notes(refused))
 
     def escape(self, text: str) -> str:
         return text

@@ -311,7 +311,7 @@ async def _translated_upload(request, served: ServedModel | None, data: bytes, f
             if job is not None:
                 job.done = len(translation.found)
         rendered = await _rendered(request, served, translation, {})
-        translated, notes = rendered.data, list(rendered.notes)
+        translated, notes = rendered.data, rendered.notes
     return await run_in_threadpool(request.app.state.files.keep, translated, filename), notes
 
 

@@ -244,6 +244,7 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
     assert answer.status_code == 200, answer.text
     url = answer.json()["translatedFileUrl"]
     assert url.startswith(file_server.url + "/download_file/") and url.endswith(".Bericht.docx")
+    assert answer.json()["notes"] == []  # a Word document leaves nothing for review
     download = httpx.get(url, timeout=60)
     assert download.status_code == 200 and 'filename="Bericht.docx"' in download.headers["content-disposition"]
     served, offline = docx.Document(io.BytesIO(download.content)), docx.Document(tmp_path / "offline.docx")
@@ -257,6 +258,21 @@ def test_translate_file_answers_a_download_url_of_the_document_mt_translate_writ
     assert settings["supportedFilesFormat"] == [".arb", ".docx", ".epub", ".htm", ".html", ".json", ".markdown",
                                                   ".md", ".odp", ".odt", ".pdf", ".po", ".pot", ".pptx", ".properties",
                                                   ".srt", ".ts", ".txt", ".vtt", ".xhtml", ".xlf", ".xliff", ".xml"]
+
+
+def test_translate_file_answers_the_notes_mt_translate_prints(file_server, model, tmp_path):
+    resources = (f'<resources>\n  <string name="a">{SENTENCES[0]}</string>\n'
+                 '  <string name="b"><![CDATA[<b>Hallo</b>]]></string>\n</resources>\n')
+    (tmp_path / "strings.xml").write_text(resources)
+    offline = run_mt("translate", "-c", model, "-i", tmp_path / "strings.xml", "-o", tmp_path / "out.xml")
+    answer = file_server.post("/translate_file", data={"source": "de", "target": "en"},
+                              files={"file": ("strings.xml", resources.encode())})
+    assert answer.status_code == 200, answer.text
+    notes = answer.json()["notes"]
+    assert notes == ["strings.xml: 1 strings left as they came: they hold CDATA sections, which mt does not "
+                     "translate in"]
+    assert f"note: {tmp_path / 'strings.xml'}: 1 strings left as they came" in offline.stderr
+    assert httpx.get(answer.json()["translatedFileUrl"], timeout=60).content == (tmp_path / "out.xml").read_bytes()
 
 
 def _without(text: str, marker: str) -> str:

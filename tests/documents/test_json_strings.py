@@ -73,11 +73,11 @@ def test_a_file_that_writes_non_ascii_as_escapes_is_written_so_and_arb_gets_its_
     text = json.dumps({"@@locale": "de", "a": "Größe ändern", "b": "Keine Änderung"}, indent=1).encode()
     document = JsonDocument(text, Path("de.arb"), Localization("fr"))
     assert document.sentences == ["Größe ändern", "Keine Änderung"]
-    out = document.render([("Changer la taille", None), ("Pas de changement ô", None)])
+    out = document.render([("Changer la taille", None), ("Pas de changement ô", None)]).data
     assert out.isascii() and json.loads(out) == {"@@locale": "fr", "a": "Changer la taille",
                                                  "b": "Pas de changement ô"}
-    wrong = document.render([("%s Changer", None), ("Pas", None)])  # a placeholder the source does not have
-    assert json.loads(wrong)["a"] == "Größe ändern" and document.notes() == [
+    wrong = document.render([("%s Changer", None), ("Pas", None)]).data  # a placeholder the source does not have
+    assert json.loads(wrong)["a"] == "Größe ändern" and document.render([("%s Changer", None), ("Pas", None)]).notes == [
         "de.arb: 1 strings left in the source language: a placeholder or tag would not come back from their "
         "translation"]
 

@@ -274,12 +274,12 @@ def test_a_translation_that_loses_a_placeholder_is_not_written():
 
     document = PoDocument(po_file().encode(), Path("de.po"))
     wrong = [(s + " %s", None) for s in document.sentences]  # every translation gains a placeholder of its own
-    catalog = polib.pofile(document.render(wrong).decode())
+    catalog = polib.pofile(document.render(wrong).data.decode())
     filled = [e for e in catalog if not e.obsolete and e.msgid != "Datei öffnen"]
     assert all(e.msgstr == "" and not any(e.msgstr_plural.values()) and "fuzzy" in e.flags for e in filled)
-    assert document.notes() == ["de.po: 5 entries left untranslated and marked fuzzy: a placeholder or tag would "
+    assert document.render(wrong).notes == ["de.po: 5 entries left untranslated and marked fuzzy: a placeholder or tag would "
                                 "not come back from their translation"]
-    toolkit_reads_po_as_polib(document.render(wrong))
+    toolkit_reads_po_as_polib(document.render(wrong).data)
 
 
 def test_an_xliff_unit_that_would_lose_a_placeholder_gets_its_source():
@@ -289,12 +289,12 @@ def test_an_xliff_unit_that_would_lose_a_placeholder_gets_its_source():
     for template, state in ((XLIFF_12, "needs-translation"), (XLIFF_20, "initial")):
         source = xliff_file(template).encode()
         document = XliffDocument(source, Path("in.xlf"))
-        written = document.render([(s + " %s", None) for s in document.sentences])
+        written = document.render([(s + " %s", None) for s in document.sentences]).data
         toolkit_reads_xliff_as_written(source, written)
         toolkit_finds_nothing_new(source, written, "in.xlf")
         units = [u for u in toolkit_store(written).units if u.istranslatable() and u.source != "Datei öffnen"]
         assert [u.target for u in units] == [u.source for u in units] and not any(u.istranslated() for u in units)
-        assert document.notes() == [f"in.xlf: {len(units)} units given their source as target, marked {state}: a "
+        assert document.render([(s + " %s", None) for s in document.sentences]).notes == [f"in.xlf: {len(units)} units given their source as target, marked {state}: a "
                                     "placeholder or tag would not come back from their translation"]
 
 
@@ -355,12 +355,12 @@ def test_placeholders_in_lines_come_back_each_once(model, tmp_path):
 
 
 def test_a_line_that_would_lose_a_placeholder_is_written_as_it_came():
-    from mt.documents.messages import MessageLines
+    from mt.documents.localization import MessageLines
 
     document = MessageLines("Datei %s löschen?\nHallo Welt\n".encode(), Path("in.txt"))
-    out = document.render([("delete %d file ?", None), ("hello world", "0-0 1-1")])
+    out = document.render([("delete %d file ?", None), ("hello world", "0-0 1-1")]).data
     assert out.decode() == "Datei %s löschen?\nhello world\n"
-    assert document.notes() == ["in.txt: 1 lines written as they came: a placeholder or tag would not come back "
+    assert document.render([("delete %d file ?", None), ("hello world", "0-0 1-1")]).notes == ["in.txt: 1 lines written as they came: a placeholder or tag would not come back "
                                 "from their translation"]
 
 
@@ -549,7 +549,7 @@ def test_a_catalogue_translated_into_another_language_says_it_and_takes_its_plur
     document = PoDocument(ENGLISH.encode(), Path("en.po"), Localization("fr"))
     numbered = [s for s in document.sentences if s[0].isdigit()]  # the plural in French's forms: 0 and 1, then 2
     assert "Hello, !" in document.sentences and numbered == ["1 file was removed", "2 files were removed"]
-    written = document.render([(f"«{s}»", None) for s in document.sentences])
+    written = document.render([(f"«{s}»", None) for s in document.sentences]).data
     (tmp_path / "fr.po").write_bytes(written)
     msgfmt_check(tmp_path / "fr.po")
     catalog = polib.pofile(written.decode())
@@ -565,7 +565,7 @@ def test_a_catalogue_translated_into_another_language_says_it_and_takes_its_plur
     assert all("fuzzy" in e.flags and e.msgstr_plural[0] != e.msgid for e in catalog if e.msgid_plural)
     french_file = written.replace(b"Language: fr", b"Language: fr_FR")
     same = PoDocument(french_file, Path("fr.po"), Localization("fr"))
-    assert same.sentences == [] and same.render([]) == french_file
+    assert same.sentences == [] and same.render([]).data == french_file
 
 
 def test_an_xliff_file_for_another_language_says_the_target_language():
@@ -578,9 +578,9 @@ def test_an_xliff_file_for_another_language_says_the_target_language():
         source = xliff_file(template)
         document = XliffDocument(source.encode(), Path("in.xlf"), Localization("fr"))
         assert len(document.sentences) > len(XliffDocument(source.encode(), Path("in.xlf")).sentences)
-        written = document.render([(s, None) for s in document.sentences]).decode()
+        written = document.render([(s, None) for s in document.sentences]).data.decode()
         original_tag = re.search(r"<(?:file|xliff) [^>]*>", source).group()
         assert original_tag.replace(attribute.replace("fr", "en"), attribute) in written
         toolkit_reads_xliff_as_written(source.encode(), written.encode())
         kept = XliffDocument(written.encode(), Path("out.xlf"), Localization("fr"))  # says fr now: left as it is
-        assert kept.sentences == [] and kept.render([]).decode() == written
+        assert kept.sentences == [] and kept.render([]).data.decode() == written

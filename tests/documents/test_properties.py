@@ -67,14 +67,14 @@ def test_the_model_reads_values_unescaped_and_translations_are_escaped():
     given = [(s, None) for s in document.sentences]
     given[0] = ("L'outil se ferme\n ensuite", None)
     given[3] = (" Taille ô", None)
-    out = document.render(given).decode("ascii")
+    out = document.render(given).data.decode("ascii")
     assert "title = L'outil se ferme\\n ensuite\n" in out  # no MessageFormat argument: one apostrophe
     assert "size   \\ Taille \\u00f4\n" in out
     unicode = PropertiesDocument(SOURCE.encode(), Path("de.properties"))
-    assert "size   \\ Taille ô\n" in unicode.render(given).decode("utf-8")  # a UTF-8 file stays UTF-8
+    assert "size   \\ Taille ô\n" in unicode.render(given).data.decode("utf-8")  # a UTF-8 file stays UTF-8
     quoted = [(s, None) for s in document.sentences]
     quoted[1] = ("L'outil ?", None)
-    assert "remove:L''outil ? %s ''{0}''\n" in document.render(quoted).decode()  # no alignment: placed last
+    assert "remove:L''outil ? %s ''{0}''\n" in document.render(quoted).data.decode()  # no alignment: placed last
 
 
 def test_bad_properties_files_are_one_line_each_and_write_nothing(model, tmp_path):

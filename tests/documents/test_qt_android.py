@@ -200,28 +200,28 @@ def test_ts_files_pass_lrelease(translated_ts):
 def test_numerus_messages_get_one_form_per_plural_form_of_the_language(language, count):
     """The forms of the file's `language`, each with %n where the number it was translated with went."""
     document = TsDocument(ts_file(language).encode(), Path("app.ts"))
-    data = document.render(same({})(document))
+    data = document.render(same({})(document)).data
     plural = toolkit_reads_ts_as_written(ts_file(language).encode(), data)[3]
     assert len(plural.target.strings) == count and all(f.count("%n") == 1 for f in plural.target.strings)
     assert plural.target.strings[0] == f"%n {S[2][0].lower()}{S[2][1:]}"
-    assert document.notes() == []
+    assert document.render(same({})(document)).notes == []
 
 
 def test_numerus_messages_of_an_unknown_language_are_left():
     source = ts_file("").replace(' language=""', "")
     document = TsDocument(source.encode(), Path("app.ts"))
-    out = document.render(same({})(document)).decode()
+    out = document.render(same({})(document)).data.decode()
     assert "<numerusform></numerusform>\n            <numerusform></numerusform>" in out
-    assert document.notes() == ["app.ts: 1 numerus messages left untranslated: the file's language (the language "
+    assert document.render(same({})(document)).notes == ["app.ts: 1 numerus messages left untranslated: the file's language (the language "
                                 "attribute of <TS>) and the target language are unknown or have no known plural forms"]
     document = TsDocument(source.encode(), Path("app.ts"), Localization("pl"))
-    toolkit_reads_ts_as_written(source.encode(), document.render(same({})(document)))
-    assert document.notes() == []
+    toolkit_reads_ts_as_written(source.encode(), document.render(same({})(document)).data)
+    assert document.render(same({})(document)).notes == []
 
 
 def test_ts_text_is_escaped_as_xml():
     document = TsDocument(ts_file().encode(), Path("app.ts"))
-    data = document.render(same({S[1]: "Tom & Jerry's 1 < 2 > 0"})(document))
+    data = document.render(same({S[1]: "Tom & Jerry's 1 < 2 > 0"})(document)).data
     assert "<translation type=\"unfinished\">Tom &amp; Jerry's 1 &lt; 2 &gt; 0</translation>" in data.decode()
     assert toolkit_reads_ts_as_written(ts_file().encode(), data)[0].target == "Tom & Jerry's 1 < 2 > 0"
 
@@ -229,11 +229,11 @@ def test_ts_text_is_escaped_as_xml():
 def test_a_ts_message_that_would_lose_a_placeholder_gets_an_empty_unfinished_translation():
     source = ts_file().encode()
     document = TsDocument(source, Path("app.ts"))
-    out = document.render([(s + " %s", None) for s in document.sentences])
+    out = document.render([(s + " %s", None) for s in document.sentences]).data
     units = toolkit_reads_ts_as_written(source, out)
     assert [u.target for u in units] == [o.target for o in ts.tsfile.parsestring(source).units]
     assert out.decode().count('<translation type="unfinished">') == 4
-    assert document.notes() == ["app.ts: 4 messages left untranslated and marked unfinished: a placeholder or tag "
+    assert document.render([(s + " %s", None) for s in document.sentences]).notes == ["app.ts: 4 messages left untranslated and marked unfinished: a placeholder or tag "
                                 "would not come back from their translation"]
 
 
@@ -246,17 +246,17 @@ def test_a_ts_translation_is_checked_again_as_the_string_the_program_holds():
               '</context></TS>\n').encode()
     document = TsDocument(source, Path("app.ts"))
     assert [m[0].source for m in document.messages.candidates] == ["&#38;Datei öffnen", "Neue &amp; Datei"]
-    out = document.render([("amp; file", None), ("New file", None)]).decode()
+    out = document.render([("amp; file", None), ("New file", None)]).data.decode()
     assert '<source>&amp;Datei öffnen</source><translation type="unfinished"></translation>' in out
     assert '<translation type="unfinished">New file &amp;amp;</translation>' in out  # no alignment: placed last
-    assert document.notes()[0].startswith("app.ts: 1 messages left untranslated and marked unfinished")
-    out = document.render([("Open file", None), ("New file", None)]).decode()
-    assert '<translation type="unfinished">&amp;Open file</translation>' in out and not document.notes()
+    assert document.render([("amp; file", None), ("New file", None)]).notes[0].startswith("app.ts: 1 messages left untranslated and marked unfinished")
+    out = document.render([("Open file", None), ("New file", None)]).data.decode()
+    assert '<translation type="unfinished">&amp;Open file</translation>' in out and not document.render([("Open file", None), ("New file", None)]).notes
 
 
 def test_retranslate_fills_translated_messages_too_but_not_vanished_ones():
     document = TsDocument(ts_file().encode(), Path("app.ts"), Localization(retranslate=True))
-    out = document.render(same({"Datei öffnen": "Open the file"})(document)).decode()
+    out = document.render(same({"Datei öffnen": "Open the file"})(document)).data.decode()
     assert '<translation type="unfinished">Open the file</translation>' in out
     assert all(kept in out for kept in TRANSLATED_TS[1:])
 
@@ -265,9 +265,9 @@ def test_a_ts_source_holding_elements_is_left():
     source = ts_file().replace("<source>Datei öffnen</source>\n        <translation>Open file</translation>",
                                '<source>Datei<byte value="7"/></source>\n        <translation></translation>')
     document = TsDocument(source.encode(), Path("app.ts"))
-    out = document.render(same({})(document)).decode()
+    out = document.render(same({})(document)).data.decode()
     assert '<source>Datei<byte value="7"/></source>\n        <translation></translation>' in out
-    assert document.notes() == ["app.ts: 1 messages left untranslated: their source holds XML elements (<byte/>), "
+    assert document.render(same({})(document)).notes == ["app.ts: 1 messages left untranslated: their source holds XML elements (<byte/>), "
                                 "which mt does not translate around"]
 
 
@@ -333,7 +333,7 @@ def test_android_escapes_are_read_and_written_again():
     source = android_file()
     document = AndroidDocument(source.encode(), Path("strings.xml"))
     given = {S[1]: "It's \"x\" \\ ok & 1 < 2", S[2]: "Good day", S[4]: "@home\tnow"}
-    data = document.render(same(given)(document))
+    data = document.render(same(given)(document)).data
     out = data.decode()
     assert "<string name=\"title\">It\\'s \\\"x\\\" \\\\ ok &amp; 1 &lt; 2</string>" in out
     assert '<string name="spaced">"  Good day  "</string>' in out and "<item>\\@home\\tnow</item>" in out
@@ -341,22 +341,22 @@ def test_android_escapes_are_read_and_written_again():
     assert units["title"].target == "It's \"x\" \\ ok & 1 < 2" and units["spaced"].target == "  Good day  "
     greeting = next(line for line in source.splitlines() if 'name="greeting"' in line)
     assert greeting in out.splitlines()  # given back as it came, its escapes read and written again
-    assert document.notes() == ["strings.xml: 1 strings left as they came: they hold CDATA sections, which mt does "
+    assert document.render(same(given)(document)).notes == ["strings.xml: 1 strings left as they came: they hold CDATA sections, which mt does "
                                 "not translate in"]
 
 
 def test_android_plurals_keep_their_items_each_translated_with_its_number():
     document = AndroidDocument(android_file().encode(), Path("strings.xml"))
     assert f"5 {S[2][0].lower()}{S[2][1:]}" in document.sentences  # the other item, read for 5
-    units = toolkit_android(document.render(same({})(document)))
+    units = toolkit_android(document.render(same({})(document)).data)
     assert units["packages"].target.strings == [f"{WORDS[0]} {WORDS[1]}.", f"%d {S[2][0].lower()}{S[2][1:]}"]
 
 
 def test_an_android_string_that_would_lose_a_placeholder_keeps_its_source():
     source = android_file().encode()
     document = AndroidDocument(source, Path("strings.xml"))
-    assert document.render([(s + " %s", None) for s in document.sentences]) == source
-    assert document.notes()[0] == "strings.xml: 6 strings kept their source text: a placeholder or tag would not " \
+    assert document.render([(s + " %s", None) for s in document.sentences]).data == source
+    assert document.render([(s + " %s", None) for s in document.sentences]).notes[0] == "strings.xml: 6 strings kept their source text: a placeholder or tag would not " \
                                   "come back from their translation"
 
 
@@ -380,7 +380,7 @@ def test_a_ts_file_for_another_language_says_the_target_and_takes_its_forms(tmp_
     source = ts_file("en_US")
     document = TsDocument(source.encode(), Path("app.ts"), Localization("ru"))
     assert "Datei öffnen" in document.sentences  # translated into English before: translated again
-    data = document.render(same({})(document))
+    data = document.render(same({})(document)).data
     assert data.decode().startswith(source.split("<TS")[0] + '<TS version="2.1" language="ru" sourcelanguage="de">')
     plural = toolkit_reads_ts_as_written(source.encode(), data)[3]
     assert len(plural.target.strings) == 3
@@ -388,4 +388,4 @@ def test_a_ts_file_for_another_language_says_the_target_and_takes_its_forms(tmp_
     proc = subprocess.run([LRELEASE, tmp_path / "ru.ts", "-qm", tmp_path / "ru.qm"], capture_output=True, text=True)
     assert proc.returncode == 0 and "(0 finished and 5 unfinished)" in proc.stdout, proc.stdout + proc.stderr
     again = TsDocument(data, Path("ru.ts"), Localization("ru"))
-    assert again.sentences == [] and again.render([]) == data
+    assert again.sentences == [] and again.render([]).data == data

@@ -39,8 +39,8 @@ class DocumentTranslation(Rendering):
 
     def __init__(self, document: Document, part: int = SENTENCES_A_PART):
         super().__init__(lambda fragments: document.render(self.found, fragments))
-        self.document, self.sentences = document, document.sentences
-        self.parts = [self.sentences[at:at + part] for at in range(0, len(self.sentences), max(part, 1))]
+        sentences = document.sentences
+        self.parts = [sentences[at:at + part] for at in range(0, len(sentences), max(part, 1))]
         self.found: list[tuple[str, str | None]] = []
 
     def add(self, found: list[tuple[str, str | None]]) -> None:

@@ -57,10 +57,3 @@ class Rendering:
 
     def rendered(self, alone: list[str]):
         return self.fragments.rendered(self.render, alone)
-
-
-def rendered_with_fragments(render: Callable[[Fragments], object], translate: Callable[[list[str]], list[str]]):
-    """render(fragments), the words it asks for alone translated by `translate` in one call."""
-    rendering = Rendering(render)
-    words = rendering.words()
-    return rendering.rendered(translate(words) if words else [])

@@ -19,6 +19,7 @@ Adding a format is writing these and registering its extension in mt/documents/f
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from mt.documents.document import Rendered
 from mt.documents.file_checks import decoded
 from mt.documents.fragments import Fragments
 from mt.documents.html_events import Event, html_events
-from mt.documents.messages import Messages, numbered, plain
+from mt.documents.messages import COUNT, Messages, numbered, plain
 from mt.documents.plurals import PluralForms
 
 MACHINE, REMEMBERED, REFUSED = "machine", "remembered", "refused"
@@ -101,14 +102,13 @@ def spliced(text: str, edits: list[Edit]) -> str:
 
 
 def plural_messages(messages: Messages, forms: PluralForms, source_of: Callable[[int], str],
-                    count=None) -> list[int]:
+                    count: re.Pattern = COUNT) -> list[int]:
     """One message per plural form, each first tried with the form's example number in place of its count
-    placeholder (`count`, a pattern; messages.py's COUNT by default), from `source_of(form index)`."""
+    placeholder (what `count` matches), from `source_of(form index)`."""
     found = []
     for index in range(forms.count):
         number, source = forms.example(index), source_of(index)
-        first = None if number is None else numbered(source, number) if count is None else \
-            numbered(source, number, count)
+        first = numbered(source, number, count) if number is not None else None
         found.append(messages.add([first, plain(source)]))
     return found
 

@@ -90,10 +90,10 @@ class TsDocument(Catalogue):
                 self.left["holding"] += 1
             elif message.numerus and forms is None:
                 self.left["unsized"] += 1
-            elif source.strip() and message.numerus:
-                self.units.append(Unit(message, plural_messages(self.messages, forms, lambda _: _read(source), COUNT)))
             elif source.strip():
-                self.units.append(Unit(message, [self.messages.add([plain(_read(source))])]))
+                text = _read(source)
+                self.units.append(Unit(message, plural_messages(self.messages, forms, lambda _: text, COUNT)
+                                       if message.numerus else [self.messages.add([plain(text)])]))
 
     def accepted(self, unit: Unit, texts: list[str | None]) -> bool:
         """Every translation came back with its placeholders, in the string the program will hold too."""

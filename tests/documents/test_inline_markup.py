@@ -5,7 +5,7 @@ tests/serving/test_server.py."""
 from __future__ import annotations
 
 from mt.documents.html import HtmlDocument
-from mt.documents.fragments import rendered_with_fragments
+from mt.documents.fragments import Rendering
 from mt.documents.inline_markup import near_copy, written_as_is
 from mt.documents.runs import RunsParagraph
 
@@ -121,10 +121,12 @@ def test_a_marked_name_the_model_copies_when_alone_is_written_where_the_translat
     def alone(words):
         asked.append(words)
         return [{"Edge": "Edge", "Firefox": "fire fox.", "Lynx": "Lynx"}[w] for w in words]
-    out = rendered_with_fragments(lambda fragments: doc.render(given, fragments), alone)
+    rendering = Rendering(lambda fragments: doc.render(given, fragments))
+    out = rendering.rendered(alone(rendering.words()))
     assert asked == [["Edge", "Firefox", "Lynx"]]  # once, in order; not nicht (lower case)
     assert out == "<p>Use <b>Edge</b> or <i>Fox</i> and <u>no</u> <s>Lynx</s> here.</p>"
-    copied = rendered_with_fragments(lambda fragments: doc.render(given, fragments), lambda words: words)  # every word copied alone
+    rendering = Rendering(lambda fragments: doc.render(given, fragments))
+    copied = rendering.rendered(rendering.words())  # every word copied alone
     assert copied == out.replace("<i>Fox</i>", "<i>Firefox</i>")
     assert HtmlDocument("<p>Nutze <b>Edge</b>.</p>").render([("Use Edge.", "0-0 1-1")]) == "<p>Use <b>Edge</b>.</p>"
 

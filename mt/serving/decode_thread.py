@@ -163,6 +163,7 @@ class DecodeWorker:
         self.cancelled: list[Job] = []  # jobs whose waiting sentences the engine drops
         self.queued_tokens = 0
         self.retired = False  # removed from the decode thread (`retire`): it takes nothing more
+        self.joining: list[Job] = []  # taken from the inbox for a turn, not yet the engine's
 
     # ------------------------------------------------------------ the server's side
 
@@ -206,7 +207,7 @@ class DecodeWorker:
     @property
     def pending(self) -> bool:
         """Whether anything accepted is still to be answered (read under the lock)."""
-        return bool(self.inbox) or not self.engine.idle
+        return bool(self.inbox) or bool(self.joining) or not self.engine.idle
 
     def take(self) -> tuple[list[Job], list[Job]]:
         """Under the lock: the jobs that join now (all waiting, or the engine's share; with batching off, the
@@ -214,6 +215,7 @@ class DecodeWorker:
         cancelled, self.cancelled = self.cancelled, []
         count = self._count()
         jobs, self.inbox = self.inbox[:count], self.inbox[count:]
+        self.joining = jobs  # pending until the engine holds them: `retire` must not let them go meanwhile
         return jobs, cancelled
 
     def _count(self) -> int:
@@ -230,8 +232,10 @@ class DecodeWorker:
                 self.engine.cancel(job)
                 self.release(job)
             self.engine.add(jobs)
+            self.joining = []  # the engine's now: it is not idle until it has answered them
             self.engine.step()
         except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
+            self.joining = []
             for job in {id(job): job for job in self.engine.held() + jobs}.values():
                 job.fail(error)
 

@@ -212,6 +212,32 @@ def test_a_request_that_chose_a_retired_model_goes_to_the_one_swapped_in(trained
         decoder.stop()
 
 
+def test_a_worker_whose_jobs_a_turn_took_is_not_retired_before_its_engine_has_them(trained_tiny):
+    """The other race of the swap: the decode thread takes a turn's jobs from a worker's inbox under the lock and
+    hands them to its engine after releasing it. A reload retiring the worker in between would find nothing
+    queued and nothing decoding, let the worker go, and leave those requests unanswered."""
+    from mt.decoding.lines import LineText
+    from mt.decoding.loading import load_translator
+    from mt.decoding.text_front_end import TextBatch
+    from mt.serving.decode_thread import DecodeThread
+
+    decoder = DecodeThread()
+    try:
+        translator = decoder.call(lambda: load_translator(trained_tiny / "checkpoint_last.pt", "cpu"))
+        worker = decoder.add_worker(translator.backend, 10_000)
+        batch = TextBatch(translator, [LineText("Das ist ein Test.", 0)], translator.cfg.decode)
+        with decoder.lock:  # the decode thread takes nothing meanwhile
+            accepted = worker.submit(batch.todo)
+            taken = worker.take()  # as the decode thread's turn takes them, before its engine has them
+            assert taken[0] and not worker.retire()
+        decoder.call(lambda: worker.turn(*taken))  # the turn goes on, on the decode thread
+        assert accepted.done.result(timeout=60)
+        with decoder.lock:
+            assert worker.retire()
+    finally:
+        decoder.stop()
+
+
 def test_adapt_fine_tunes_on_reviewed_corrections_and_refuses_a_worse_model(trained_tiny, tmp_path, monkeypatch):
     from mt.commands import adapt
     from mt.errors import MtError

@@ -163,7 +163,7 @@ class DecodeWorker:
         self.cancelled: list[Job] = []  # jobs whose waiting sentences the engine drops
         self.queued_tokens = 0
         self.retired = False  # removed from the decode thread (`retire`): it takes nothing more
-        self.joining: list[Job] = []  # taken from the inbox for a turn, not yet the engine's
+        self.turning = False  # from `take` to the end of its `turn`: the engine changes, off the lock
 
     # ------------------------------------------------------------ the server's side
 
@@ -207,7 +207,7 @@ class DecodeWorker:
     @property
     def pending(self) -> bool:
         """Whether anything accepted is still to be answered (read under the lock)."""
-        return bool(self.inbox) or bool(self.joining) or not self.engine.idle
+        return bool(self.inbox) or self.turning or not self.engine.idle
 
     def take(self) -> tuple[list[Job], list[Job]]:
         """Under the lock: the jobs that join now (all waiting, or the engine's share; with batching off, the
@@ -215,7 +215,8 @@ class DecodeWorker:
         cancelled, self.cancelled = self.cancelled, []
         count = self._count()
         jobs, self.inbox = self.inbox[:count], self.inbox[count:]
-        self.joining = jobs  # pending until the engine holds them: `retire` must not let them go meanwhile
+        self.turning = True  # until the turn ends, the engine's state is not to be read (a part it admits is
+        # neither waiting nor running while its batch is encoded): `retire` waits
         return jobs, cancelled
 
     def _count(self) -> int:
@@ -232,12 +233,12 @@ class DecodeWorker:
                 self.engine.cancel(job)
                 self.release(job)
             self.engine.add(jobs)
-            self.joining = []  # the engine's now: it is not idle until it has answered them
             self.engine.step()
         except Exception as error:  # a fault of the model or a bug: fail the jobs, keep serving
-            self.joining = []
             for job in {id(job): job for job in self.engine.held() + jobs}.values():
                 job.fail(error)
+        finally:
+            self.turning = False
 
     def retire(self) -> bool:
         """Under the lock: taken off the decode thread once it has answered all it accepted (True); until then

@@ -213,8 +213,9 @@ def test_a_request_that_chose_a_retired_model_goes_to_the_one_swapped_in(trained
 
 
 def test_a_worker_whose_jobs_a_turn_took_is_not_retired_before_its_engine_has_them(trained_tiny):
-    """The other race of the swap: the decode thread takes a turn's jobs from a worker's inbox under the lock and
-    hands them to its engine after releasing it. A reload retiring the worker in between would find nothing
+    """The other race of the swap: the decode thread takes a turn's jobs from a worker's inbox under the lock, then
+    hands them to its engine and steps it after releasing the lock (a part the engine admits is neither waiting
+    nor decoding while its batch is encoded). A reload retiring the worker during the turn would find nothing
     queued and nothing decoding, let the worker go, and leave those requests unanswered."""
     from mt.decoding.lines import LineText
     from mt.decoding.loading import load_translator

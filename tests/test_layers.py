@@ -1,11 +1,13 @@
 """The packages of mt/ are its layers: every module imports only from its own package or the packages below, with
 no cycle anywhere, and only the command line imports mt modules lazily. The README's "Layout" block and
-docs/design.md's draw the same order, one line a package."""
+docs/design.md's draw the same order, one line a package. No test file imports another: what tests share lives in a
+conftest.py or a helper module."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
+TESTS = PACKAGE.parent / "tests"
 README = PACKAGE.parent / "README.md"
 DESIGN = PACKAGE.parent / "docs" / "design.md"
 
@@ -158,3 +160,38 @@ def test_documents_is_a_leaf_over_the_base():
     above = {(module, imported) for module, imports in graph.items() if package_of(module) == "documents"
              for imported, _ in imports if package_of(imported) not in ("documents", "base")}
     assert not above, sorted(above)
+
+
+
+def _test_files_imported(tree: ast.Module, path: Path) -> list[str]:
+    """The test_*.py files of tests/ that the file at path imports, however it names them: `from
+    tests.documents.test_localization import x`, `from tests.documents import test_localization`, `import
+    tests.test_config`, `from .test_localization import x`."""
+    package = path.relative_to(TESTS.parent).parent.parts  # ("tests", "documents")
+    named = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            named.extend(alias.name.split(".") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = [*package[:len(package) + 1 - node.level]] if node.level else []
+            base += node.module.split(".") if node.module else []
+            named.extend([base, *([*base, alias.name] for alias in node.names)])
+    files = {TESTS.parent.joinpath(*parts).with_suffix(".py") for parts in named if parts}
+    return sorted(str(file.relative_to(TESTS.parent)) for file in files
+                  if file.name.startswith("test_") and file.is_file())
+
+
+def test_no_test_file_imports_another():
+    imported = {str(path.relative_to(TESTS.parent)): _test_files_imported(ast.parse(path.read_text(encoding="utf-8")),
+                                                                            path)
+                for path in sorted(TESTS.rglob("test_*.py"))}
+    assert {path: files for path, files in imported.items() if files} == {}
+
+
+def test_the_test_import_check_sees_each_way_of_naming_a_test_file():
+    path = TESTS / "documents" / "test_formats.py"
+    tree = ast.parse("from tests.documents.test_localization import x\nfrom tests import test_config\n"
+                     "import tests.test_docs\nfrom .test_pdf import y\nfrom tests.conftest import run_mt\n"
+                     "from tests.documents.localization_checks import toolkit_store\n")
+    assert _test_files_imported(tree, path) == ["tests/documents/test_localization.py", "tests/documents/test_pdf.py",
+                                                "tests/test_config.py", "tests/test_docs.py"]

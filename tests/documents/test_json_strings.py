@@ -13,7 +13,7 @@ from translate.storage import jsonl10n, po
 
 from tests.conftest import run_mt
 from tests.documents.conftest import SENTENCES, plain
-from tests.documents.test_localization import _each_refused_in_one_line, toolkit_failures
+from tests.documents.localization_checks import each_refused_in_one_line, toolkit_failures
 
 KEY = re.compile(r'\s*(?:"(?:[^"\\]|\\.)*":)?')
 WORDS = SENTENCES[1].rstrip(".").split()
@@ -89,7 +89,7 @@ def test_bad_json_files_are_one_line_each_and_write_nothing(model, tmp_path):
         "list.json": (b'["a", "b"]\n', "line 1: not a JSON object of translation strings (its top is a list)"),
         "latin1.json": ('{"a": "Größe"}'.encode("latin-1"), "line 1: not UTF-8 (byte 0xf6)"),
     }
-    _each_refused_in_one_line(model, tmp_path, cases)
+    each_refused_in_one_line(model, tmp_path, cases)
 
 
 def _at(tree, path):

@@ -12,7 +12,7 @@ from translate.storage import po, properties
 
 from tests.conftest import run_mt
 from tests.documents.conftest import SENTENCES, plain
-from tests.documents.test_localization import _each_refused_in_one_line, toolkit_failures
+from tests.documents.localization_checks import each_refused_in_one_line, toolkit_failures
 
 WORDS = SENTENCES[1].rstrip(".").split()
 SOURCE = f"""# Messages of the demo
@@ -83,4 +83,4 @@ def test_bad_properties_files_are_one_line_each_and_write_nothing(model, tmp_pat
                                                             "\\uxxxx escape '\\u00zz')"),
         "binary.properties": (b"\x89PNG\r\n\x1a\n\x00\x00", "line 3: a NUL byte, which no .properties file has"),
     }
-    _each_refused_in_one_line(model, tmp_path, cases)
+    each_refused_in_one_line(model, tmp_path, cases)

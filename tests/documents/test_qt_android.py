@@ -22,7 +22,7 @@ from mt.documents.qt import TsDocument
 from mt.errors import MtError
 from tests.conftest import run_mt
 from tests.documents.conftest import LAUGHS, SENTENCES
-from tests.documents.test_localization import _each_refused_in_one_line
+from tests.documents.localization_checks import each_refused_in_one_line
 
 LRELEASE = "/usr/lib/qt6/bin/lrelease"  # Debian's qt6-l10n-tools puts it off the PATH
 S = SENTENCES
@@ -282,7 +282,7 @@ def test_bad_ts_files_are_one_line_each_and_write_nothing(model, tmp_path):
         "latin1.ts": ('<?xml version="1.0" encoding="ISO-8859-1"?>\n<TS><context><name>\xe4</name></context></TS>'
                       .encode("latin-1"), "line 2: not UTF-8 (byte 0xe4)"),
     }
-    _each_refused_in_one_line(model, tmp_path, cases)
+    each_refused_in_one_line(model, tmp_path, cases)
 
 
 # ---------------------------------------------------------------- Android string resources
@@ -368,7 +368,7 @@ def test_bad_android_files_are_one_line_each_and_write_nothing(model, tmp_path):
                        "line 1: not an Android string resource file (its root is <LinearLayout>)"),
         "open.xml": (b"<resources>\n<string name='a'>x</resources>", "line 2: not well-formed XML (mismatched tag"),
     }
-    _each_refused_in_one_line(model, tmp_path, cases)
+    each_refused_in_one_line(model, tmp_path, cases)
     with pytest.raises(MtError, match=r"^x.xml: line 1: not UTF-8 \(byte 0xff\)$"):
         AndroidDocument(b'<?xml version="1.0" encoding="latin-1"?><resources>\xff</resources>', Path("x.xml"))
 

@@ -183,7 +183,7 @@ class DecodeConfig:
 class CleanConfig:
     """`mt clean` (mt/data/clean.py): each filter removes a pair when it fails on either side; 0 or false turns it off.
     Sources of the defaults: Mozilla's translations pipeline (clean_parallel.py), OpusCleaner's filters and
-    OpusFilter's (docs/cleaning.md)."""
+    OpusFilter's; what each default removes from the shipped corpora, measured: docs/cleaning.md's Filters table."""
 
     empty: bool = True  # a side empty or whitespace only (OpusCleaner remove_empty_lines)
     min_words: int = 1  # words per side (Mozilla clean_parallel MIN_LENGTH; OpusCleaner max_length)
@@ -192,16 +192,14 @@ class CleanConfig:
     max_chars: int = 1000  # (none of the three sets one; max_words at about 6.5 characters a word); 0: no maximum
     max_word_chars: int = 150  # the longest word, in characters (OpusCleaner max_word_length)
     length_ratio: float = 3.5  # the longer side's length / the shorter side's, at most (OpusFilter's
-    # LengthRatioFilter). In words (its examples' 3, Mozilla clean_parallel's 2) all 50 sampled rejections of the
-    # shipped corpora were good pairs, German compounds and short titles (docs/cleaning.md); in characters, as
-    # sentence aligners compare lengths (Gale and Church, 1993), every pair there is within 3.5 (3: 9 of 12 good)
+    # LengthRatioFilter), in characters as sentence aligners compare lengths (Gale and Church, 1993); why not in
+    # words, as its examples and Mozilla clean_parallel: docs/cleaning.md
     ratio_unit: str = "chars"  # chars (not spaces) or words (OpusFilter LengthRatioFilter's unit)
     ratio_min_words: int = 0  # the length ratio applies only when the longer side has more words than this
     copies: bool = True  # source equals target, ignoring case (Mozilla clean_parallel IDENTICAL; OpusCleaner
     # src_trg_same) ...
     copy_min_words: int = 2  # ... and holds this many lowercase words on each side: a sentence left untranslated.
-    # Names, titles and commands are the same in both languages (Emacs, IP Version 6, Lightweight Window Manager):
-    # with 0, 21 of 26 sampled copies of the shipped corpora were good pairs
+    # Names, titles and commands are the same in both languages (Emacs, IP Version 6): docs/cleaning.md
     max_copied_words: float = 0.0  # remove when this share of the target's words, or more, are source words
     # (target mostly source words); 0: off
     duplicates: bool = True  # a pair seen before, exactly (OpusCleaner deduplicate)
@@ -210,33 +208,27 @@ class CleanConfig:
     # sides is text), mojibake (UTF-8 read as cp1252/latin-1)
     html: bool = True  # markup (a closing, void or self-closing tag, a tag with attributes, an element opened and
     # closed) or entities the other side lacks (OpusFilter HtmlTagFilter); `the <meta> tag` is a mention, not markup
-    urls: bool = False  # the two sides' URLs differ, in order (OpusCleaner url_mismatch). Off: on the shipped
-    # corpora 43 of 45 sampled rejections were good pairs (a URL added, moved, or with a typo on one side)
+    urls: bool = False  # the two sides' URLs differ, in order (OpusCleaner url_mismatch). Off: why in
+    # docs/cleaning.md
     numbers: float = 0.0  # (shared + 1) / (differing + 1) numbers below this removes the pair (OpusCleaner
-    # num_mismatch --ratio 1.0); 0: off. Off: 48 of 50 sampled rejections of the shipped corpora were good pairs
-    # (fünf / 5, années 80 / 1980s)
+    # num_mismatch --ratio 1.0); 0: off. Off: why in docs/cleaning.md
     changed_numbers: bool = True  # as many numbers on each side, not the same ones, of the same shapes (mt's;
     # measured in docs/cleaning.md)
     punctuation: float | None = None  # OpusFilter TerminalPunctuationFilter's score -log(1 + mismatch) below this
-    # removes the pair (its default -2); null: off. Off: all 50 sampled rejections of the shipped corpora were good
-    # pairs (a sentence split in two, an ellipsis)
+    # removes the pair (its default -2); null: off. Off: why in docs/cleaning.md
     min_alpha_words: float = 0.0  # share of words that hold a letter of the side's script (Mozilla clean_parallel
     # RATIO_ALPHA_WORDS 0.4; OpusCleaner alpha_ratio) ...
     min_alpha_chars: float = 0.0  # ... and of their characters that are letters of it (RATIO_ALPHA_CHARS 0.5): the
-    # pair goes when one side falls short and the other not; 0 and 0: off. Off: on the shipped corpora, with
-    # Mozilla's values, 36 of 36 sampled rejections were good pairs (Qt 5, PCI-1602, SHA-1/224/256), and 4 of 4 once
-    # both sides short is kept (C16/C116 and Plus/4, I.e.:)
+    # pair goes when one side falls short and the other not; 0 and 0: off. Off: why in docs/cleaning.md
     language_id: bool = True  # each side's language, by fastText's lid.176 model (mt/data/language_id.py): a side
-    # in another language removes the pair (OpusCleaner fasttext_filter; OpusFilter LanguageIDFilter). Their rule,
-    # the most probable language, removed 4,103 pairs of the shipped corpora, 48 of 50 sampled good (package
-    # names, commands, short technical lines); so a side is judged only when the model can tell, as follows
+    # in another language removes the pair (OpusCleaner fasttext_filter; OpusFilter LanguageIDFilter). Not by their
+    # rule, the most probable language (docs/cleaning.md): a side is judged only when the model can tell, as follows
     language_min_words: int = 5  # words of the side's own: letter words (not acronyms, CamelCase, paths, options,
     # versions or numbers) that the other side lacks (names copied across say nothing of the language)
     language_min_prob: float = 0.03  # a side passes when its language has at least this probability ...
     language_other_prob: float = 0.3  # ... else fails when the pair's other language has at least this
     # (untranslated, swapped) ...
-    language_third_prob: float = 0.6  # ... or a third language has at least this (lid.176.ftz puts 0.4-0.9 on a
-    # wrong language for short English lines: chosen on the shipped corpora and scripts/bench_clean.py)
+    language_third_prob: float = 0.6  # ... or a third language has at least this (chosen in docs/cleaning.md)
     misaligned: bool = True  # a pair that eflomal scores as the block's pairs do with their targets shuffled, by a
     # threshold each block of `align_pairs` sets itself (mt/data/misalignment.py; bicleaner's shuffled negatives,
     # a local false discovery rate): mt's; measured in docs/cleaning.md

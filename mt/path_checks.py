@@ -1,5 +1,5 @@
-"""The paths a command reads and writes, checked together before any work (mt/cli.py declares them per command with
-mt/path_parameters.py's `files(...)`): no output is one of the inputs or another output (after following links), an
+"""The paths a command reads and writes, checked together before any work (mt/cli/ declares them per command with
+mt/cli/path_parameters.py's `files(...)`): no output is one of the inputs or another output (after following links), an
 output is not a folder and can be written, a device or FIFO is accepted as it is (mt/atomic_files.py writes into it), an
 input exists, and an input that is read by seeking in it is not a pipe.
 Every message is one line naming the option and the path the user gave."""

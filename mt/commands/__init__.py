@@ -1,1 +1,1 @@
-"""What mt translate, info, plot and distill do behind the command line (mt/cli.py)."""
+"""What mt translate, info, plot and distill do behind the command line (mt/cli/)."""

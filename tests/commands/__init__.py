@@ -1,1 +1,1 @@
-"""Tests of mt/commands and mt/cli.py: commands driven end to end through the real `mt` command."""
+"""Tests of mt/commands and mt/cli/: commands driven end to end through the real `mt` command."""

@@ -1,4 +1,4 @@
-"""Every command's files, enumerated from the command line's own definition (mt/cli.py's `files(...)` on each
+"""Every command's files, enumerated from the command line's own definition (mt/cli/'s `files(...)` on each
 command): every parameter that names a file is declared; each output is tried against each input of the same call,
 against the command's other outputs, a folder, a missing folder and a read-only file system, and each must be
 refused before any work in one line naming the option and the path; a device or a FIFO passes, to be written into.
@@ -28,9 +28,10 @@ import yaml
 from typer.testing import CliRunner
 
 import mt.cli as cli
+from mt.cli.path_parameters import option_label
+from mt.cli.training import clean
 from mt.errors import MtError
 from mt.path_checks import check_files
-from mt.path_parameters import option_label
 from mt.serving.suggestions import Suggestions
 from tests.conftest import DATA, TINY, run_mt, tiny_overrides
 from tests.faults.conftest import mounted, mt_process, snapshot
@@ -205,12 +206,12 @@ def test_a_device_or_fifo_passes_as_an_output_file_and_is_refused_as_an_output_f
 
 
 def test_the_null_device_may_take_two_outputs(tmp_path):
-    call = Call(["clean"], cli.clean, tmp_path)
+    call = Call(["clean"], clean, tmp_path)
     call.guard(report="/dev/null", rejected="/dev/null")
 
 
 def test_clean_outputs_from_its_prefix_are_checked_against_its_inputs_and_other_outputs(tmp_path):
-    call = Call(["clean"], cli.clean, tmp_path)
+    call = Call(["clean"], clean, tmp_path)
     src, tgt = tmp_path / "train.de", tmp_path / "train.en"
     src.write_text("Hallo\n")
     tgt.write_text("Hello\n")
@@ -597,7 +598,7 @@ def _piped(given: Path, read: Path, pipe: str, folder: Path) -> tuple[Path, Path
 def test_every_input_may_be_a_pipe_read_once_or_is_refused_before_any_work(real_inputs, tmp_path, words, name,
                                                                             pipe):
     """Each input a pipe that gives its file's bytes once: the command reads it once, to the same result as from
-    the file, or refuses it in one line before any work where it seeks in it (mt/cli.py's `files(seeks=...)`)."""
+    the file, or refuses it in one line before any work where it seeks in it (mt/cli/'s `files(seeks=...)`)."""
     command, out = _command(words), tmp_path / "out"
     out.mkdir()
     calls = [call for call in _real_calls(real_inputs, out) if call.words == words]

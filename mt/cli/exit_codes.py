@@ -1,5 +1,5 @@
 """How an `mt` command ends: an exit code for each way (done, an error, a usage error, Ctrl-C, SIGTERM, a closed
-stdout), one line on stderr for a failure, and nothing left half-written. mt/cli.py's `main` runs its commands
+stdout), one line on stderr for a failure, and nothing left half-written. mt/cli/__init__.py's `main` runs its commands
 through `run_and_exit`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The parameters of a command that name files, declared on each command of mt/cli.py with `files(...)` and
+"""The parameters of a command that name files, declared on each command of mt/cli/ with `files(...)` and
 checked together before it runs (mt/path_checks.py); the expanders turn a parameter's value into the paths it
 stands for (mt clean's -o PREFIX: two files)."""
 

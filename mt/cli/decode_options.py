@@ -1,5 +1,5 @@
 """The decoding options of the command line: an option for every field of DecodeConfig, and `--set
-decode.key=value`, declared once in `with_decode_options` for every decoding command of mt/cli.py."""
+decode.key=value`, declared once in `with_decode_options` for every decoding command of mt/cli/."""
 
 from __future__ import annotations
 

@@ -134,6 +134,29 @@ class Located:
         return inside[-1] if inside else ""
 
 
+@dataclass
+class Element:
+    """An element of an XML file that a unit's translation is written into (XLIFF's target, Qt's translation):
+    [start, end), its open tag (a self-closed one's written as open), where its contents start and what they are,
+    and the whitespace right before it."""
+    start: int
+    open_tag: str
+    inner_start: int
+    blank: str
+    end: int = 0
+    inner: str = ""
+
+    @classmethod
+    def opened(cls, tag: Located) -> Element:
+        """The element of an open tag (its end and contents come with its close tag), or of a self-closed one."""
+        if tag.event.role == "void":
+            return cls(tag.start, tag.event.raw[:-2].rstrip() + ">", 0, tag.blank, tag.end)
+        return cls(tag.start, tag.event.raw, tag.end, tag.blank)
+
+    def close(self, tag: Located, text: str) -> None:
+        self.end, self.inner = tag.end, text[self.inner_start:tag.start]
+
+
 def xml_tags(text: str) -> Iterator[Located]:
     """Each tag of an XML file (parsed before: well-formed), located in its own characters, in order."""
     stack, offset, blank = [], 0, ""

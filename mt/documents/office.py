@@ -74,11 +74,7 @@ class DocxDocument(_OfficeDocument):
 
     def __init__(self, data: bytes, name: Path):
         docx = needs("docx", "python-docx", "documents")
-        _check_archive(data, name, "word/document.xml")
-        try:
-            doc = docx.Document(io.BytesIO(data))
-        except Exception as e:  # python-docx raises several kinds for a file that is not a Word document
-            raise MtError(f"{name}: not a readable Word document ({type(e).__name__}: {e})") from None
+        doc = _opened(docx.Document, data, name, "word/document.xml", "Word document")
         notes = _notes(doc.part)
 
         def save(out) -> None:
@@ -96,17 +92,23 @@ class PptxDocument(_OfficeDocument):
 
     def __init__(self, data: bytes, name: Path):
         pptx = needs("pptx", "python-pptx", "documents")
-        _check_archive(data, name, "ppt/presentation.xml")
-        try:
-            prs = pptx.Presentation(io.BytesIO(data))
-        except Exception as e:  # python-pptx raises several kinds for a file that is not a presentation
-            raise MtError(f"{name}: not a readable presentation ({type(e).__name__}: {e})") from None
+        prs = _opened(pptx.Presentation, data, name, "ppt/presentation.xml", "presentation")
         super().__init__(_xml_parts(prs.part.package, ("/slides/", "/notesSlides/")), prs.save)
 
 
 MAIN_PARTS = {"word/document.xml": "a Word document (.docx)",  # where Word, PowerPoint and Excel keep their main part
               "ppt/presentation.xml": "a PowerPoint presentation (.pptx)",
               "xl/workbook.xml": "an Excel workbook (.xlsx)"}
+
+
+def _opened(read, data: bytes, name: Path, main: str, kind: str):
+    """What `read` (python-docx's Document, python-pptx's Presentation) makes of the archive, checked first; what
+    it raises for a file that is not a readable `kind` is one line."""
+    _check_archive(data, name, main)
+    try:
+        return read(io.BytesIO(data))
+    except Exception as e:  # python-docx and python-pptx raise several kinds for a file that is not theirs
+        raise MtError(f"{name}: not a readable {kind} ({type(e).__name__}: {e})") from None
 
 
 def _check_archive(data: bytes, name: Path, main: str) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
 from mt.documents.html_events import with_attribute
-from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Unit, plural_messages, xml_tags
+from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Element, Unit, plural_messages, xml_tags
 from mt.documents.messages import Localization, plain
 from mt.documents.placeholders import kept
 from mt.documents.plurals import for_language
@@ -49,21 +49,20 @@ TYPE = re.compile(r"""\stype\s*=\s*("[^"]*"|'[^']*')""")
 class Message:
     """Where a message is in the file: its source's contents [start, end); where a missing translation goes
     (`after`, the end of the last element a translation follows, with the whitespace before that element); its
-    translation element [translation_start, translation_end), if it has one, with its open tag (a self-closed
-    one's written as open), its contents from `inner_start`, its type and the whitespace before it."""
+    translation element, if it has one, and that element's type."""
     numerus: bool
     start: int | None = None
     end: int | None = None
     after: int = 0
     indent: str = ""
-    translation_start: int | None = None
-    translation_end: int = 0
-    translation_open: str = ""
-    inner_start: int = 0
-    inner: str = ""
+    translation: Element | None = None
     type: str = ""
-    translation_indent: str = ""
     source: str = ""  # the source string as the program holds it
+
+    @property
+    def inner(self) -> str:
+        """The translation's contents (none without a translation element)."""
+        return self.translation.inner if self.translation is not None else ""
 
 
 class TsDocument(Catalogue):
@@ -109,11 +108,11 @@ class TsDocument(Catalogue):
         if state == REFUSED and _has_text(message.inner):
             return []
         contents = message.inner if state == REFUSED else self._contents(message, [_written(t) for t in texts])
-        if message.translation_start is None:
+        if message.translation is None:
             element = f'<translation type="unfinished">{contents}</translation>'
             return [(message.after, message.after, message.indent + element)]
-        element = f"{_unfinished(message.translation_open)}{contents}</translation>"
-        return [(message.translation_start, message.translation_end, element)]
+        element = f"{_unfinished(message.translation.open_tag)}{contents}</translation>"
+        return [(message.translation.start, message.translation.end, element)]
 
     def _contents(self, message: Message, texts: list[str]) -> str:
         """A translation's contents: the text, or a numerus message's forms, each on a line of its own where the
@@ -124,7 +123,7 @@ class TsDocument(Catalogue):
         if "<numerusform" in inner:
             before, close = inner[:len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()):]
         else:
-            close = message.translation_indent if message.translation_start is not None else message.indent
+            close = message.translation.blank if message.translation is not None else message.indent
             before = close + ("\t" if close.endswith("\t") else "    ") if close else ""
         return "".join(f"{before}<numerusform>{text}</numerusform>" for text in texts) + close
 
@@ -180,20 +179,15 @@ def _messages(text: str) -> list[Message]:
             current = Message(numerus=attrs.get("numerus") == "yes")
         elif role == "open" and own and name == "source":
             current.start = tag.end
-        elif role == "open" and own and name == "translation":
-            current.translation_start, current.translation_open, current.inner_start = tag.start, tag.event.raw, tag.end
-            current.type, current.translation_indent = attrs.get("type") or "", tag.blank
+        elif role in ("open", "void") and own and name == "translation":
+            current.translation, current.type = Element.opened(tag), attrs.get("type") or ""
         elif role == "close" and own and name == "source":
             current.end = tag.start
         elif role == "close" and own and name == "translation":
-            current.translation_end, current.inner = tag.end, text[current.inner_start:tag.start]
+            current.translation.close(tag, text)
         elif role == "close" and current is not None and name == "message":
             messages.append(current)
             current = None
-        elif role == "void" and own and name == "translation":
-            current.translation_start, current.translation_end = tag.start, tag.end
-            current.translation_open = tag.event.raw[:-2].rstrip() + ">"
-            current.type, current.translation_indent = attrs.get("type") or "", tag.blank
         if own and name in BEFORE_TRANSLATION and role in ("open", "void"):
             current.indent = tag.blank
         if own and name in BEFORE_TRANSLATION and role in ("close", "void"):

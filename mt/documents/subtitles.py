@@ -105,12 +105,8 @@ class _Cues:
 class SrtDocument:
     def __init__(self, data: bytes, name: Path):
         srt = needs("srt", "srt", "documents")
-        text = _decoded(data, name)
-        check_blocks(text, name, SUBRIP)
-        try:
-            self.subtitles = list(srt.parse(text))
-        except (srt.SRTParseError, ValueError) as e:
-            raise MtError(f"{name}: not a valid SubRip file ({e})") from None
+        self.subtitles = _parsed(data, name, SUBRIP, lambda text: list(srt.parse(text)),
+                                 (srt.SRTParseError, ValueError), "SubRip")
         self.cues = _Cues([s.content for s in self.subtitles])
         self.sentences = self.cues.sentences
 
@@ -126,12 +122,8 @@ class VttDocument:
         webvtt = needs("webvtt", "webvtt-py", "documents")
         from webvtt.errors import MalformedCaptionError, MalformedFileError
 
-        text = _decoded(data, name)
-        check_blocks(text, name, WEBVTT)
-        try:
-            self.vtt = webvtt.from_string(text)
-        except (MalformedFileError, MalformedCaptionError, ValueError) as e:
-            raise MtError(f"{name}: not a valid WebVTT file ({e})") from None
+        self.vtt = _parsed(data, name, WEBVTT, webvtt.from_string,
+                           (MalformedFileError, MalformedCaptionError, ValueError), "WebVTT")
         self.cues = _Cues([c.raw_text for c in self.vtt.captions])
         self.sentences = self.cues.sentences
 
@@ -139,6 +131,17 @@ class VttDocument:
         for caption, text in zip(self.vtt.captions, self.cues.translated(translations, fragments)):
             caption.text = text
         return self.vtt.content.encode("utf-8")
+
+
+def _parsed(data: bytes, name: Path, syntax: _Syntax, parse, errors: tuple[type[Exception], ...], kind: str):
+    """What `parse` (srt's, webvtt-py's) makes of the file's text, decoded and its blocks checked first; the
+    `errors` it raises are one line naming the `kind` of file."""
+    text = _decoded(data, name)
+    check_blocks(text, name, syntax)
+    try:
+        return parse(text)
+    except errors as e:
+        raise MtError(f"{name}: not a valid {kind} file ({e})") from None
 
 
 def _decoded(data: bytes, name: Path) -> str:

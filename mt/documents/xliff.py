@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
 from mt.documents.html_events import ATTRIBUTE, tag_attribute, with_attribute
-from mt.documents.localization import NOT_BACK, REFUSED, REMEMBERED, Catalogue, Edit, Unit, xml_tags
+from mt.documents.localization import NOT_BACK, REFUSED, REMEMBERED, Catalogue, Edit, Element, Unit, xml_tags
 from mt.documents.messages import Localization, plain
 from mt.errors import MtError
 
@@ -41,7 +41,7 @@ LANGUAGE_TAGS = {"1": ("file", "target-language"), "2": ("xliff", "trgLang")}  #
 class Location:
     """Where a unit is in the file: its open tag [open_start, open_end) (a 2.0 segment's holds the state), its
     source's contents [start, end) and where a new target goes (`after_source`, with the source's indentation
-    before it), and the target element [target_start, target_end), if it has one, its open tag and its text."""
+    before it), and the target element, if it has one."""
     open_start: int
     open_end: int
     start: int = 0
@@ -49,11 +49,7 @@ class Location:
     after_source: int = 0
     indent: str = ""
     source_tag: str = ""
-    target_start: int | None = None
-    target_end: int = 0
-    target_open: str = ""
-    target_inner: int = 0
-    target_text: str = ""
+    target: Element | None = None
 
 
 class XliffDocument(Catalogue):
@@ -69,7 +65,7 @@ class XliffDocument(Catalogue):
         self.target = options.target if options.retargets(own) else None  # the target language to say
         retranslate = options.replaces(own)
         for unit in _units(self.text, UNITS[version]):
-            if retranslate or not unit.target_text.strip():
+            if retranslate or unit.target is None or not unit.target.inner.strip():
                 self.units.append(Unit(unit, [self.messages.add([plain(self.text[unit.start:unit.end], NATIVE)])]))
         self.NOTES = {"refused": f"units given their source as target, marked {MARKS[version][1]['state']}: "
                                  f"{NOT_BACK}"}
@@ -93,9 +89,9 @@ class XliffDocument(Catalogue):
         if self.version == "2":
             edits.append((unit.open_start, unit.open_end, _marked(self.text[unit.open_start:unit.open_end], marks)))
             marks = {}
-        if unit.target_start is not None:
-            open_tag = _marked(unit.target_open, marks) if marks else unit.target_open
-            edits.append((unit.target_start, unit.target_end, f"{open_tag}{text}</{_name(unit.target_open)}>"))
+        if unit.target is not None:
+            open_tag = _marked(unit.target.open_tag, marks) if marks else unit.target.open_tag
+            edits.append((unit.target.start, unit.target.end, f"{open_tag}{text}</{_name(unit.target.open_tag)}>"))
         else:
             tag = _name(unit.source_tag).rsplit("source", 1)[0] + "target"
             target = f"{_marked('<' + tag + '>', marks)}{text}</{tag}>"
@@ -128,20 +124,19 @@ def _units(text: str, unit_name: str) -> list[Location]:
             elif own and tag.name == "source":
                 current.start, current.source_tag, current.indent = tag.end, tag.event.raw, tag.blank
             elif own and tag.name == "target":
-                current.target_start, current.target_open, current.target_inner = tag.start, tag.event.raw, tag.end
+                current.target = Element.opened(tag)
         elif role == "close":
             if own and tag.name == "source":
                 current.end, current.after_source = tag.start, tag.end
             elif own and tag.name == "target":
-                current.target_end, current.target_text = tag.end, text[current.target_inner:tag.start]
+                current.target.close(tag, text)
             elif current is not None and tag.name == unit_name:
                 units.append(current)
                 current = None
             if kept_from == len(tag.path):
                 kept_from = None
         elif role == "void" and own and tag.name == "target":
-            current.target_start, current.target_end = tag.start, tag.end
-            current.target_open = tag.event.raw[:-2].rstrip() + ">"
+            current.target = Element.opened(tag)
     return [u for u in units if u.after_source]
 
 

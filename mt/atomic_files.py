@@ -7,11 +7,38 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from mt.errors import MtError
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM held while a temporary file is made and its name recorded: raised between the two
+    (mt/cli/exit_codes.py raises on SIGTERM), they would leave a file that nothing removes. One that arrives
+    meanwhile is handled when the block ends. Handlers run in the main thread only, so another thread has nothing
+    to hold (and may not set them). A mask would not do: another thread of the process takes the signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived = []
+    handlers = {signum: signal.signal(signum, lambda *sig: arrived.append(sig)) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: not set from Python
+        for signum, frame in arrived[:1]:
+            if callable(handlers[signum]):
+                handlers[signum](signum, frame)
+            elif handlers[signum] == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
 
 
 def atomic_write(path: Path, write) -> None:
@@ -29,7 +56,8 @@ def atomic_write(path: Path, write) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with _signals_held():
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, mode_for(path))
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -96,7 +124,8 @@ def atomic_write_dir(path: Path, write) -> None:
     path, tmp = Path(path), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+        with _signals_held():
+            tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
         tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary directory
         write(tmp)
         _replace_dir(tmp, path)
@@ -144,9 +173,10 @@ def atomic_outputs(paths: list[Path]):
                 continue
             path = Path(os.path.realpath(given))
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            with _signals_held():
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                files.append(_NamedWriter(os.fdopen(fd, "wb", buffering=1 << 20), tmp, path))
             os.fchmod(fd, mode_for(path))  # a replaced file keeps its mode
-            files.append(_NamedWriter(os.fdopen(fd, "wb", buffering=1 << 20), tmp, path))
         yield files
         for f in files:
             f.finish()

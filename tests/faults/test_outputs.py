@@ -268,3 +268,39 @@ def test_a_corpus_edited_after_prepare_is_named_and_not_trained_on(tmp_path):
         line = fails_cleanly(run_mt(command, TINY, *args, check=False), corpus / "train.de", "--restart")
         assert "changed since" in line
     assert "kept" in run_mt("prepare", TINY, *args, "--restart").stderr
+
+
+class _Signalled(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_sigterm_while_the_temporary_files_are_made_leaves_none(tmp_path, monkeypatch, outputs):
+    """SIGTERM (raised as mt/cli/exit_codes.py raises it) the moment a temporary file exists, before the writer
+    has recorded its name: it arrives once the name is recorded, and the file is removed on the way out."""
+    import tempfile
+
+    from mt.atomic_files import atomic_outputs, atomic_write
+
+    made = tempfile.mkstemp
+
+    def signalled_mkstemp(*args, **kwargs):
+        fd, name = made(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered here unless the caller holds it
+        return fd, name
+
+    def raise_signalled(signum, frame):
+        raise _Signalled
+
+    monkeypatch.setattr(tempfile, "mkstemp", signalled_mkstemp)
+    previous = signal.signal(signal.SIGTERM, raise_signalled)
+    try:
+        with pytest.raises(_Signalled):
+            if outputs == 1:
+                atomic_write(tmp_path / "out.txt", lambda f: f.write(b"new\n"))
+            else:
+                with atomic_outputs([tmp_path / f"out{i}.txt" for i in range(outputs)]) as files:
+                    files[0].write(b"new\n")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sorted(os.listdir(tmp_path)) == []

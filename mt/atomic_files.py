@@ -34,7 +34,8 @@ def _signals_held():
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: not set from Python
-        for signum, frame in arrived[:1]:
+        if arrived:  # the first is enough: mt/cli/exit_codes.py ignores a second SIGTERM
+            signum, frame = arrived[0]
             if callable(handlers[signum]):
                 handlers[signum](signum, frame)
             elif handlers[signum] == signal.SIG_DFL:

@@ -161,7 +161,6 @@ def test_documents_is_a_leaf_over_the_base():
     assert not above, sorted(above)
 
 
-
 def _test_files_imported(tree: ast.Module, path: Path) -> list[str]:
     """The test_*.py files of tests/ that the file at path imports, however it names them: `from
     tests.documents.test_localization import x`, `from tests.documents import test_localization`, `import

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from mt.atomic_files import atomic_outputs, atomic_write
 from tests.conftest import DATA, TINY, run_mt
 from tests.faults.conftest import fails_cleanly, mounted, mt_process, snapshot
 
@@ -278,10 +280,6 @@ class _Signalled(BaseException):
 def test_sigterm_while_the_temporary_files_are_made_leaves_none(tmp_path, monkeypatch, outputs):
     """SIGTERM (raised as mt/cli/exit_codes.py raises it) the moment a temporary file exists, before the writer
     has recorded its name: it arrives once the name is recorded, and the file is removed on the way out."""
-    import tempfile
-
-    from mt.atomic_files import atomic_outputs, atomic_write
-
     made = tempfile.mkstemp
 
     def signalled_mkstemp(*args, **kwargs):

@@ -59,6 +59,8 @@ class DataConfig:
     dev: tuple[DevSetConfig, ...] = ()  # dev sets of several directions (a multilingual model), instead of dev_src
     temperature: float = 5.0  # corpora with languages and no weights: each one's share of the batches is its
     # size to the power 1/temperature (Arivazhagan et al. 2019): 1 samples as the sizes are, larger evens them out
+    inline_tags: float = 0.0  # share of the training pairs given inline tags, so that the model carries documents'
+    # inline markup itself (mt/data/inline_tags.py); 0: none, as in the paper's data
     dataset: str | None = None  # ... or a `datasets` name / `save_to_disk` folder
     dataset_config: str | None = None
     src_lang: str | None = None
@@ -353,9 +355,10 @@ def data_identity(cfg: Config) -> dict:
     run must agree on these. `data.pad_to_multiple` only widens batch tensors, so it may change; with
     `train.init_from`, the tokenizers are that checkpoint's."""
     d = config_to_dict(cfg)
-    # An empty data.train and data.clean off are left out, so caches and checkpoints made before they existed
-    # still match.
-    data = {k: v for k, v in d["data"].items() if k != "pad_to_multiple" and not (k in ("train", "clean") and not v)}
+    # An empty data.train, data.clean off and no data.inline_tags are left out, so caches and checkpoints made
+    # before they existed still match.
+    data = {k: v for k, v in d["data"].items()
+            if k != "pad_to_multiple" and not (k in ("train", "clean", "inline_tags") and not v)}
     identity = {"data": data, "tokenizer": d["tokenizer"]}
     if cfg.data.clean:
         identity["clean"] = d["clean"]
@@ -569,6 +572,8 @@ def _validate_corpora(data: DataConfig, fail) -> None:
             fail(f"data.train[{i}].tag", f"must be one token without spaces, got {corpus.tag!r}")
     if not (math.isfinite(data.temperature) and data.temperature > 0):
         fail("data.temperature", f"must be a positive number, got {data.temperature}")
+    if not (math.isfinite(data.inline_tags) and 0 <= data.inline_tags <= 1):
+        fail("data.inline_tags", f"must be a share from 0 to 1, got {data.inline_tags}")
     if data.dev and (data.dev_src or data.dev_tgt or data.dataset):
         fail("data.dev", "lists the dev sets with their languages: leave data.dev_src, data.dev_tgt and data.dataset "
                          "unset")

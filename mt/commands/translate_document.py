@@ -15,6 +15,7 @@ from mt.documents.document import DocumentTranslation
 from mt.documents.formats import EXTENSIONS, FORMATS, MAX_BYTES, read_document
 from mt.documents.localization import MessageLines
 from mt.documents.messages import Localization
+from mt.documents.model_tags import tags_to_model
 from mt.errors import MtError
 from mt.atomic_files import atomic_write
 from mt.progress import Progress
@@ -45,8 +46,9 @@ def translate_document(tr: Translator, input: str | None, output: str | None, op
                        warn, retranslate: bool = False, memory=None, quiet: bool = False) -> None:
     name = Path(input) if input else Path("<stdin>")
     data = _read(input)
-    document = MessageLines(data, name) if fmt == PLACEHOLDER_LINES else \
-        read_document(data, fmt, name, Localization(target_language(tr), retranslate, memory))
+    with tags_to_model(tr.carries_tags):
+        document = MessageLines(data, name) if fmt == PLACEHOLDER_LINES else \
+            read_document(data, fmt, name, Localization(target_language(tr), retranslate, memory))
 
     def split(i: int, length: int, room: int, pieces: int) -> None:
         warn(f"warning: {name}: sentence {i + 1}: {length} tokens, more than the model learned ({room}): "

@@ -33,6 +33,7 @@ from mt.atomic_files import atomic_write_text, read_record
 from mt.checkpoint import init_source
 from mt.data.clean import clean_corpus, corpus_languages, file_chunks, text_chunks
 from mt.config import Config, config_to_dict, data_identity
+from mt.data.inline_tags import TagInjection, tag_symbols
 from mt.data.corpus import Corpus, CorpusWriter, corpus_of_ids, map_corpus, prefixed, token_dtype, write_corpus
 from mt.data.languages import source_prefix, target_prefix, tokens_of
 from mt.data.parallel_text import TrainingCorpus, dev_sets, source_files, training_corpora
@@ -191,8 +192,11 @@ def _build(cfg: Config, folder: Path, log) -> None:
             Progress("prepare", "encoded", pairs, log) as progress:
         for i, corpus in enumerate(corpora):
             src_prefix, tgt_prefix = _corpus_prefixes(cfg, src_tok, tgt_tok, corpus, i)
+            injection = TagInjection(cfg.data.inline_tags, cfg.train.seed, i) if cfg.data.inline_tags else None
             before = writer.pairs
             for src, tgt in corpus.chunks():
+                if injection is not None:
+                    src, tgt = injection.chunk(src, tgt)
                 src_ids, tgt_ids = prefixed(src_prefix, src_tok.encode(src)), prefixed(tgt_prefix, tgt_tok.encode(tgt))
                 for key, n in writer.add(src_ids, tgt_ids, cfg.data.max_len).items():
                     counts[key] += n
@@ -338,6 +342,11 @@ def _checkpoint_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> t
     _check_init_languages(cfg, ckpt)
     for i, corpus in enumerate(corpora):
         _corpus_prefixes(cfg, src_tok, tgt_tok, corpus, i)  # before reading the corpora: a missing tag fails at once
+    missing = [t for t in tag_symbols(cfg.data.inline_tags)
+               if src_tok.piece_id(t) is None or tgt_tok.piece_id(t) is None]
+    if missing:
+        raise DataError(f"data.inline_tags: train.init_from's tokenizer has no piece {missing[0]} (its model was "
+                        "trained without inline tags)")
     pairs = sum(len(src) for corpus in corpora for src, _ in corpus.chunks())
     if pairs == 0:
         raise DataError("no training pairs: the training data is empty")
@@ -372,10 +381,11 @@ def _train_tokenizers(cfg: Config, corpora: list[TrainingCorpus], log) -> tuple[
         + (f", {min(len(r.sample) for r in reservoirs)} lines of each of {', '.join(languages)}" if balanced else
            f" ({lines} lines sampled)" if any(r.seen > r.size for r in reservoirs) else ""))
     spm.set_random_generator_seed(seed)
-    tags = tokens_of(cfg.languages) + list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag))
+    inline = tag_symbols(cfg.data.inline_tags)  # both sides': the model reads and writes them
+    tags = tokens_of(cfg.languages) + list(dict.fromkeys(corpus.tag for corpus in corpora if corpus.tag)) + inline
     if balanced:
         return (tok := train_tokenizer(_balanced(reservoirs, seed), tc, tags)), tok, pairs
-    tokenizers = [train_tokenizer(r.lines(), tc, tags if i == 0 else ()) for i, r in enumerate(reservoirs)]
+    tokenizers = [train_tokenizer(r.lines(), tc, tags if i == 0 else inline) for i, r in enumerate(reservoirs)]
     return tokenizers[0], tokenizers[-1], pairs
 
 

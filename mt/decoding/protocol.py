@@ -220,6 +220,12 @@ class Translator:
                        source_prefix=tuple(source_prefix(languages, self.src_tokenizer, direction, model)),
                        target_prefix=tuple(target_prefix(languages, self.tgt_tokenizer, direction, model)))
 
+    @property
+    def carries_tags(self) -> bool:
+        """Whether the model was trained to carry documents' inline markup as tags (data.inline_tags:
+        mt/documents/model_tags.py)."""
+        return self.cfg.data.inline_tags > 0
+
     def encode_sources(self, texts: list[str]) -> list[list[int]]:
         """Sources as token ids, each non-empty one after the source prefix (a multilingual model's target token)."""
         return prefixed(self.source_prefix, self.src_tokenizer.encode(texts))

@@ -8,7 +8,7 @@ import html
 
 from mt.documents.html_events import Event, html_events
 from mt.documents.fragments import Fragments
-from mt.documents.inline_markup import HTML, Markup, Tag, Unit, render_unit, sentence_spans
+from mt.documents.inline_markup import HTML, Markup, Tag, Unit, render_unit, unit_sentences
 
 
 class HtmlDocument:
@@ -17,8 +17,7 @@ class HtmlDocument:
 
     def __init__(self, document: str, markup: Markup = HTML):
         self.parts = _units(html_events(document), markup)
-        self.sentences = [text for part in self.parts if isinstance(part, Unit)
-                          for text, _, _ in sentence_spans(part.text)]
+        self.sentences = [text for part in self.parts if isinstance(part, Unit) for text in unit_sentences(part)]
 
     def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> str:
         given = iter(translations)

@@ -47,6 +47,7 @@ from difflib import SequenceMatcher
 
 from mt.documents.fragments import AROUND, TRAILING, Fragments
 from mt.documents.html_events import Event
+from mt.documents.model_tags import model_spans, reading_for_model, tagged_sentence, untagged_alignment, word_map
 from mt.documents.text import split_text
 
 # Elements that start and end a unit; everything else (b, i, a, span, unknown tags, ...) is inline.
@@ -139,9 +140,11 @@ class Tag:
 
 @dataclass
 class Unit:
-    """A run of text (entities decoded) and the inline tags inside it, at their offsets."""
+    """A run of text (entities decoded) and the inline tags inside it, at their offsets; `tagged`: its elements go
+    to the model as tags (a model trained with them, mt/documents/model_tags.py), set when the unit is read."""
     text: str = ""
     tags: list[Tag] = field(default_factory=list)
+    tagged: bool = field(default_factory=reading_for_model)
 
 
 def sentence_spans(text: str) -> list[tuple[str, int, int]]:
@@ -152,6 +155,16 @@ def sentence_spans(text: str) -> list[tuple[str, int, int]]:
             found.append((piece.text, at, at + len(piece.text)))
         at += len(piece.text)
     return found
+
+
+def unit_sentences(unit: Unit) -> list[str]:
+    """What the model is given of each sentence of the unit: its text, with its inline elements as tags where the
+    unit is `tagged`."""
+    sentences = sentence_spans(unit.text)
+    if not unit.tagged:
+        return [text for text, _, _ in sentences]
+    inside, _ = _assign(unit.tags, sentences)
+    return [tagged_sentence(text, elements)[0] for (text, _, _), elements in zip(sentences, inside)]
 
 
 def _escape(text: str) -> str:
@@ -168,7 +181,11 @@ def render_unit(unit: Unit, given, escape=_escape, fragments: Fragments | None =
         text, alignment = next(given)
         out.append(_text_with_tags(unit.text, at, start, outside, tag, escape))
         tag += sum(1 for t in outside[tag:] if t.at <= start)
-        out.append(_render_sentence(sentence, start, inside[k], text, alignment, escape, fragments))
+        if unit.tagged:
+            text, alignment, spans = _from_model(sentence, inside[k], text, alignment)
+        else:
+            spans = {}
+        out.append(_render_sentence(sentence, start, inside[k], text, alignment, escape, fragments, spans))
         at = end
     out.append(_text_with_tags(unit.text, at, len(unit.text), outside, tag, escape))
     return "".join(out)
@@ -244,12 +261,24 @@ def _element(opened: Tag, closed: Tag | None, start: int) -> Element:
                    when_empty=opened.when_empty)
 
 
+def _from_model(sentence: str, elements: list[Element], text: str,
+                alignment: str | None) -> tuple[str, str | None, dict[int, tuple[int, int]]]:
+    """A tag-trained model's output: its text without tags, its alignment between the two texts without tags, and
+    the span the model put each element's tags around (by the element's id), for those it wrote once each."""
+    _, numbers, source_words = tagged_sentence(sentence, elements)
+    plain, spans = model_spans(text)
+    by_number = {n: key for key, n in numbers.items()}
+    return plain, untagged_alignment(alignment, source_words, word_map(text)), \
+        {by_number[n]: span for n, span in spans.items() if n in by_number}
+
+
 def _render_sentence(source: str, start: int, elements: list[Element], text: str, alignment: str | None,
-                     escape, fragments: Fragments | None = None) -> str:
+                     escape, fragments: Fragments | None = None,
+                     spans: dict[int, tuple[int, int]] | None = None) -> str:
     links = [tuple(map(int, link.split("-"))) for link in (alignment or "").split()]
     src_words = [m.span() for m in WORD.finditer(source)]
     tgt_words = [m.span() for m in WORD.finditer(text)]
-    placer = _Placer(source, src_words, text, tgt_words, links, escape, fragments)
+    placer = _Placer(source, src_words, text, tgt_words, links, escape, fragments, spans or {})
     placer.place(elements, 0, len(text))
     return _render(text, 0, len(text), elements, escape)
 
@@ -289,9 +318,11 @@ def _has_word(text: str) -> bool:
 class _Placer:
     """Target spans for the elements of one sentence (see the module's docstring)."""
 
-    def __init__(self, source, src_words, text, tgt_words, links, escape, fragments: Fragments | None = None):
+    def __init__(self, source, src_words, text, tgt_words, links, escape, fragments: Fragments | None = None,
+                 spans: dict[int, tuple[int, int]] | None = None):
         self.source, self.src_words, self.text, self.tgt_words = source, src_words, text, tgt_words
         self.escape, self.fragments = escape, fragments
+        self.spans = spans or {}  # element id -> the span a tag-trained model put its tags around
         self.aligned: dict[int, list[int]] = {}
         for i, j in links:
             if i < len(src_words) and j < len(tgt_words):
@@ -364,7 +395,7 @@ class _Placer:
         words = self._words(e)
         if e.kept is not None or e.children or not own or any(c.isspace() for c in own) or not words:
             return None
-        targets = sorted({j for i in words for j in self.aligned.get(i, [])})
+        targets = self._targets(e, words)
         if words[0] > 0 or not own.isalpha() or own[0].islower():  # else a first capital may be grammar's
             copy = next((j for j in targets if near_copy(own, self.text[slice(*self.tgt_words[j])], j == 0)), None)
             if copy is not None:
@@ -409,7 +440,9 @@ class _Placer:
         right = e.end < len(self.source) and not self.source[e.end].isspace()
         follows = self.aligned.get(before, []) if before is not None else []
         precedes = self.aligned.get(after, []) if after is not None else []
-        if follows and (left or not (right and precedes)):
+        if id(e) in self.spans:  # where a tag-trained model put the marker's tag
+            at, glued = self.spans[id(e)][0], (left, right)
+        elif follows and (left or not (right and precedes)):
             start, at = self.tgt_words[max(follows)]
             word = self.source[self.src_words[before][0]:e.start].rstrip()
             while at - 1 > start and self.text[at - 1] in TRAILING and not word.endswith(self.text[at - 1]):
@@ -436,8 +469,18 @@ class _Placer:
             start += 1
         return start, end
 
+    def _targets(self, e: Element, words: list[int]) -> list[int]:
+        """The target words of the element: inside the span a tag-trained model gave it, else aligned to `words`."""
+        if id(e) in self.spans:
+            s, t = self.spans[id(e)]
+            return [j for j, (ws, wt) in enumerate(self.tgt_words) if ws < t and wt > s]
+        return sorted({j for i in words for j in self.aligned.get(i, [])})
+
     def _aligned(self, e: Element) -> tuple[int, int] | None:
-        """From the first to the last target word aligned to the element's words."""
+        """The span a tag-trained model put the element's tags around; else from the first to the last target word
+        aligned to the element's words."""
+        if id(e) in self.spans:
+            return self.spans[id(e)]
         targets = sorted(j for i in self._words(e) for j in self.aligned.get(i, []))
         if not targets:
             return None

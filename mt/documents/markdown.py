@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from mt.documents.html_events import html_events
 from mt.documents.fragments import Fragments
-from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
+from mt.documents.inline_markup import Tag, Unit, render_unit, unit_sentences
 from mt.errors import needs
 
 SPECIAL = re.compile(r"([\\`*_\[\]<>])")
@@ -50,7 +50,7 @@ class MarkdownDocument:
         self.lines = text.splitlines(keepends=True)
         self.blocks = _blocks(md.parse(text), self.lines)
         self.sentences = [s for block in self.blocks for cell in block.cells for part in cell
-                          if isinstance(part, Unit) for s, _, _ in sentence_spans(part.text)]
+                          if isinstance(part, Unit) for s in unit_sentences(part)]
 
     def render(self, translations: list[tuple[str, str | None]], fragments: Fragments | None = None) -> str:
         given, out, at = iter(translations), [], 0

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mt.documents.fragments import Fragments
-from mt.documents.inline_markup import sentence_spans
+from mt.documents.inline_markup import unit_sentences
 from mt.documents.placeholders import Protected, kept, protected
 
 # The placeholder a plural's number fills: an integer printf directive, or braces named as a count.
@@ -58,7 +58,7 @@ class Candidate:
 
     @property
     def sentences(self) -> list[str]:
-        return [s for s, _, _ in sentence_spans(self.text.unit.text)]
+        return unit_sentences(self.text.unit)
 
     def translated(self, given, escape=str, fragments: Fragments | None = None) -> str | None:
         """The translation from the next of `given` ((text, alignment) per sentence), its text through `escape`

@@ -78,7 +78,7 @@ def protected(text: str, whole: re.Pattern | None = None) -> Protected:
     placeholders joined by punctuation alone ("$HOME/${x}") are one, with the brackets or quotes around them
     ("(%d)", "'%s'"); one between two spaces takes the space after it along, so that the model reads one space
     between the words either side."""
-    unit, lone, at = Unit(), [], 0
+    unit, lone, at = Unit(tagged=False), [], 0  # a message's placeholders are placed by alignment, whatever the model
     for start, end, name, role in _pieces(text, whole):
         if start < at:  # inside the space taken along with the one before
             start = at

@@ -11,7 +11,7 @@ translation splits what it held: the writer copies its formatting for each segme
 from __future__ import annotations
 
 from mt.documents.fragments import Fragments
-from mt.documents.inline_markup import Tag, Unit, render_unit, sentence_spans
+from mt.documents.inline_markup import Tag, Unit, render_unit, unit_sentences
 
 OPEN, CLOSE = "\ue000", "\ue001"  # private-use characters marking a run's segment in the rendered text
 
@@ -30,7 +30,7 @@ class RunsParagraph:
                          Tag(at + len(text), CLOSE, "close", f"r{i}")]
             at += len(text)
         self.unit = Unit("".join(runs), tags)
-        self.sentences = [text for text, _, _ in sentence_spans(self.unit.text)]
+        self.sentences = unit_sentences(self.unit)
 
     def render(self, given, fragments: Fragments | None = None) -> list[tuple[int, str]]:
         """(run, text) segments of the paragraph's translation, from the next translations of `given`."""

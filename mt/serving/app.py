@@ -46,6 +46,7 @@ from mt.documents.document import DocumentTranslation
 from mt.documents.formats import read_document
 from mt.documents.fragments import Fragments, Rendering
 from mt.documents.messages import Localization, MessageText
+from mt.documents.model_tags import tags_to_model
 from mt.documents.placeholders import WEBLATE_MARKER
 from mt.documents.text import TextDocument
 from mt.serving.file_jobs import SENTENCES_A_PART, Detached, FileJobs
@@ -125,8 +126,9 @@ async def translate(request: Request, body: dict) -> JSONResponse:
     if detected and detected["language"] == body.get("target"):  # as LibreTranslate's identity translation
         return JSONResponse(_as_sent(q, detected, alternatives))
     served = server.model(detected["language"] if detected else body.get("source"), body.get("target"))
-    documents = await run_in_threadpool(lambda: [_remembered(server, served, t, fmt)
-                                                 or _document(t, fmt, protect, markers) for t in texts])
+    with tags_to_model(served.translator.carries_tags):
+        documents = await run_in_threadpool(lambda: [_remembered(server, served, t, fmt)
+                                                     or _document(t, fmt, protect, markers) for t in texts])
     protecting = fmt == "html" or any(isinstance(d, MessageText) for d in documents)
     sentences = [s for document in documents for s in document.sentences]
     if len(sentences) > server.limits.max_sentences:
@@ -296,13 +298,19 @@ async def _translated_upload(request, served: ServedModel | None, data: bytes, f
     server: Server = request.app.state.server
     auto = source == "auto"
     memory = served.memory if served is not None else None  # with source auto the direction is not known yet
-    document = await run_in_threadpool(read_document, data, fmt, Path(filename), Localization(target, memory=memory))
+
+    async def read(tags: bool):
+        with tags_to_model(tags):
+            return await run_in_threadpool(read_document, data, fmt, Path(filename),
+                                           Localization(target, memory=memory))
+    document = await read(served is not None and served.translator.carries_tags)
     if auto:  # the language of the file's sentences, as LibreTranslate detects it
         source = (await _detected(server, document.sentences, target))["language"]
     if auto and source == target:  # already in the target language: the file as it came
         translated, notes = data, []
     else:
-        served = served or server.model(source, target)
+        if served is None and (served := server.model(source, target)).translator.carries_tags:
+            document = await read(True)  # read again for a model that carries inline markup as tags
         translation = DocumentTranslation(document, SENTENCES_A_PART if job is not None else len(document.sentences))
         if job is not None:
             job.total = len(document.sentences)

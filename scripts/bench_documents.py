@@ -205,8 +205,10 @@ def score(name: str, outputs: list[str], items, seconds: float, documents: int) 
     text = [html.unescape(re.sub(r"<[^>]+>", "", out)) for out in outputs]
     holding = sum(re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", t) is not None
                   for t, (_, _, token) in zip(text, items))
+    nested = sum(out.count("<b>") == out.count("</b>") == 1 and out.index("<b>") < out.index("</b>")
+                 for out in outputs)  # the tag kept once, opened before it closes
     bleu = sacrebleu.corpus_bleu(text, [[r for _, r, _ in items]]).score
-    row = {"server": name, "paragraphs": len(items), "tags_placed": placed,
+    row = {"server": name, "paragraphs": len(items), "tags_placed": placed, "tags_kept_nested": nested,
            "accuracy": round(100 * placed / len(items), 1), "holding_the_token": holding,
            "accuracy_where_held": round(100 * placed / max(holding, 1), 1), "bleu": round(bleu, 2),
            "documents_per_min": round(60 * documents / seconds, 1), "seconds": round(seconds, 1)}

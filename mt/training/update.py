@@ -82,7 +82,7 @@ def apply_update(tc: TrainConfig, learner: Learner, skip: torch.Tensor) -> None:
     """Clip (optional) and step. With a non-finite loss the fused optimizer leaves parameters and moments
     untouched (`found_inf`); under fp16 the GradScaler does the same for overflowing gradients and backs off."""
     optimizer, scaler = learner.optimizer, learner.scaler
-    if tc.clip_norm > 0:
+    if tc.clip_norm:  # None (a TrainConfig made in code, not by config_from_dict) or 0: not clipped
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(learner.model.parameters(), tc.clip_norm, foreach=True)
     if scaler.is_enabled():

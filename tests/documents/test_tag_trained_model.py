@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mt.decoding.model_backend import load_model_translator
 from mt.documents.html_events import html_events
 from tests.conftest import TINY, RunningServer, built_once, run_mt, tiny_overrides
 
@@ -83,3 +84,23 @@ def test_mt_translate_of_a_page_of_every_case_comes_back_well_formed(tag_trained
     proc = run_mt("translate", "-c", tag_trained, "-i", tmp_path / "page.html", "-o", tmp_path / "out.html")
     assert proc.returncode == 0, proc.stderr
     assert_well_formed(page, (tmp_path / "out.html").read_text(encoding="utf-8"))
+
+
+def test_a_checkpoint_from_before_the_option_reads_and_writes_pages_as_before(trained_tiny, tmp_path):
+    """A checkpoint whose config has no data.inline_tags (saved before it existed) is given plain sentences, and
+    its pages come back byte for byte as from the same model saved with the option off."""
+    ckpt = torch.load(trained_tiny / "checkpoint_last.pt", weights_only=False)
+    assert ckpt["config"]["data"]["inline_tags"] == 0.0
+    del ckpt["config"]["data"]["inline_tags"]
+    torch.save(ckpt, tmp_path / "old.pt")
+    assert not load_model_translator(tmp_path / "old.pt", "cpu").carries_tags
+    page = "".join(f"<div>{case}</div>\n" for case in markup_cases() if "<html>" not in case)
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    outputs = []
+    for model in (trained_tiny / "checkpoint_last.pt", tmp_path / "old.pt"):
+        proc = run_mt("translate", "-c", model, "-i", tmp_path / "page.html", "-o", tmp_path / "out.html")
+        assert proc.returncode == 0, proc.stderr
+        outputs.append((tmp_path / "out.html").read_bytes())
+        (tmp_path / "out.html").unlink()
+    assert outputs[0] == outputs[1]
+    assert_well_formed(page, outputs[0].decode("utf-8"))

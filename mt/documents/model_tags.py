@@ -6,10 +6,12 @@ The tags are those `mt prepare` makes of a TMX's inline codes (mt/data/tmx.py): 
 of an element, `<x1/>` for an element without words (an image, an empty element, a lone tag), numbered 1 to
 MAX_TAGS in the order they open in the sentence; an element past MAX_TAGS, or one the model dropped or wrote twice,
 is placed by word alignment as for any other model (mt/documents/inline_markup.py). Tags are put in without spaces,
-so the sentence without them is the sentence as sent, and the words of the two are the same words.
+so the sentence without them is the sentence as sent (but for a marker, a footnote's 1, whose text its lone tag
+stands in for), and the words of the two are the same words.
 
 Which documents are read so is set once, where the model is known: `tags_to_model(True)` around reading the
-document; each `Unit` made meanwhile remembers it, so that its rendering parses the model's tags.
+document (a context variable, so that each of the formats that make units need not take a flag); each `Unit` made
+meanwhile remembers it, so that its rendering parses the model's tags.
 """
 
 from __future__ import annotations

@@ -20,11 +20,9 @@ Tags are put in without spaces: a tagged side without its tags is the side as it
 from __future__ import annotations
 
 import random
-import re
 
-from mt.documents.model_tags import SYMBOLS, TAG
+from mt.documents.model_tags import SYMBOLS, TAG, WORD
 
-WORD = re.compile(r"\S+")
 EDGES = "([{\"'«“‘)]}\"'»”’.,;:!?"  # punctuation around a word that is not part of an anchor
 KINDS = ("word", "span", "two", "nested", "marker", "image")
 
@@ -68,7 +66,7 @@ def tagged_pair(src: str, tgt: str, rng: random.Random) -> tuple[str, str]:
     ordered = [(a, b) for i, a in enumerate(found) for b in found[i + 1:] if a[1][0] < b[1][0]]
     kinds = [k for k in KINDS if found and (k not in ("span", "two", "nested") or ordered)]
     if not kinds:
-        return _whole(src, 1), _whole(tgt, 1)
+        return _whole(src), _whole(tgt)
     kind = rng.choice(kinds)
     if kind in ("word", "marker", "image"):
         a = rng.choice(found)
@@ -88,9 +86,9 @@ def tagged_pair(src: str, tgt: str, rng: random.Random) -> tuple[str, str]:
     return _inserted(src, sides[0]), _inserted(tgt, sides[1])
 
 
-def _whole(text: str, n: int) -> str:
+def _whole(text: str) -> str:
     s, t = len(text) - len(text.lstrip()), len(text.rstrip())
-    return _inserted(text, [(s, 1, f"<g{n}>"), (t, 0, f"</g{n}>")]) if s < t else text
+    return _inserted(text, [(s, 1, "<g1>"), (t, 0, "</g1>")]) if s < t else text
 
 
 class TagInjection:

@@ -278,7 +278,7 @@ def _render_sentence(source: str, start: int, elements: list[Element], text: str
     links = [tuple(map(int, link.split("-"))) for link in (alignment or "").split()]
     src_words = [m.span() for m in WORD.finditer(source)]
     tgt_words = [m.span() for m in WORD.finditer(text)]
-    placer = _Placer(source, src_words, text, tgt_words, links, escape, fragments, spans or {})
+    placer = _Placer(source, src_words, text, tgt_words, links, escape, fragments, spans)
     placer.place(elements, 0, len(text))
     return _render(text, 0, len(text), elements, escape)
 
@@ -481,7 +481,7 @@ class _Placer:
         aligned to the element's words."""
         if id(e) in self.spans:
             return self.spans[id(e)]
-        targets = sorted(j for i in self._words(e) for j in self.aligned.get(i, []))
+        targets = self._targets(e, self._words(e))
         if not targets:
             return None
         start, end = self.tgt_words[targets[0]][0], self.tgt_words[targets[-1]][1]

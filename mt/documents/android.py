@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Unit, xml_tags
+from mt.documents.localization import NOT_BACK, REFUSED, Catalogue, Edit, Unit, xml_units
 from mt.documents.messages import Localization, numbered, plain
 
-TRANSLATED = {("resources", "string"), ("resources", "string-array", "item"), ("resources", "plurals", "item")}
+RESOURCES = {"string", "string-array", "plurals"}  # the resources translated: a string, or the items of the others
 QUANTITIES = {"zero": 0, "one": 1, "two": 2, "few": 3, "many": 11, "other": 5}  # a number each quantity is for
 REFERENCE = re.compile(r"\s*[@?]")  # a string that names another resource (a leading @ or ? not backslashed)
 WHOLE = re.compile(r"<!--.*?-->|<(xliff:g)\b[^>]*?(?<!/)>.*?</\1>", re.S)  # placeholders whose insides are kept
@@ -51,14 +51,14 @@ ESCAPES = {"n": "\n", "t": "\t"}
 
 @dataclass
 class Entry:
-    """A string or item to translate: its contents [start, end) in the file, its depth, a plurals item's
-    quantity, and whether its text is one in double quotes (written so again)."""
+    """A string or item to translate: its contents [start, end) in the file, its resource's name (an array's item
+    with its index, a plurals item with its quantity), a plurals item's quantity, and whether its text is one in
+    double quotes (written so again)."""
     start: int
-    depth: int
+    end: int
+    key: str
     quantity: str = ""
-    end: int = 0
     quoted: bool = False
-    key: str = ""  # its resource's name; an array's item with its index, a plurals item with its quantity
 
 
 class AndroidDocument(Catalogue):
@@ -133,28 +133,15 @@ def string_entries(text: str) -> list[Entry]:
     """The strings and items of the file, in order, their contents located; none with translatable="false", its
     own or its array's."""
     entries = []
-    current: Entry | None = None
-    kept_from = None  # the depth of the element with translatable="false" we are in
-    resource, items = "", 0  # the name of the resource we are in, and how many items of it came before
-    for tag in xml_tags(text):
-        depth = len(tag.path)
-        if tag.event.role == "open":
-            attrs = dict(tag.event.attrs)
-            if depth == 2:
-                resource, items = attrs.get("name") or "", 0
-            if kept_from is None and attrs.get("translatable") == "false":
-                kept_from = depth
-            elif current is None and kept_from is None and tag.path in TRANSLATED:
-                quantity = attrs.get("quantity") or ""
-                key = resource if depth == 2 else f"{resource}#{quantity}" if quantity else f"{resource}[{items}]"
-                current = Entry(tag.end, depth, quantity, key=key)
-            if depth == 3:
-                items += 1
-        elif tag.event.role == "close":
-            if current is not None and depth == current.depth:
-                current.end = tag.start
-                entries.append(current)
-                current = None
-            if kept_from == depth:
-                kept_from = None
+    for resource in xml_units(text, lambda tag: tag.path[:-1] == ("resources",) and tag.name in RESOURCES,
+                              lambda attrs: attrs.get("translatable") == "false"):
+        name = resource.attrs.get("name") or ""
+        if resource.name == "string":
+            entries.append(Entry(resource.inner_start, resource.inner_end, name))
+            continue
+        for index, item in enumerate(c for c in resource.children if not c.void):
+            if item.name == "item" and item.attrs.get("translatable") != "false":
+                quantity = item.attrs.get("quantity") or ""
+                key = f"{name}#{quantity}" if quantity else f"{name}[{index}]"
+                entries.append(Entry(item.inner_start, item.inner_end, key, quantity))
     return entries

@@ -14,7 +14,10 @@ the file and the indices of its messages, added with `self.messages.add` or `plu
   words after the count;
 - `escape` (how a translation's text is written, where placeholders come back in a markup language),
   `accepted(unit, texts)` (a format's own check of a unit's translations), `encode` (the file's charset).
-Adding a format is writing these and registering its extension in mt/documents/formats.py.
+A file that names its language calls `read_language(own, options)` (the target it is to say, and whether its
+translations are made again). An XML format finds its units with `xml_units` (each an `Element` with its direct
+children, located in the file's own characters) and sets its language attribute with `attribute_edits`.
+Adding a format is writing these and registering its extension in mt/documents/formats.py (docs/design.md).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 from mt.documents.document import Rendered
 from mt.documents.file_checks import decoded
 from mt.documents.fragments import Fragments
-from mt.documents.html_events import Event, html_events
+from mt.documents.html_events import Event, html_events, with_attribute
 from mt.documents.messages import COUNT, Messages, numbered, plain
 from mt.documents.plurals import PluralForms
 
@@ -70,6 +73,12 @@ class Catalogue:
                 state = REMEMBERED if all(i in self.messages.remembered for i in unit.messages) else MACHINE
             edits += self.edits(unit, texts, state)
         return Rendered(self.encode(spliced(self.text, edits)), self.notes(refused))
+
+    def read_language(self, own: str | None, options) -> bool:
+        """Given the language the file says it is in (`own`), `target`: the language it is to say instead (None: it
+        stays, `Localization.retargets`); and whether the translations it holds are to be made again."""
+        self.target = options.target if options.retargets(own) else None
+        return options.replaces(own)
 
     def escape(self, text: str) -> str:
         return text
@@ -136,25 +145,80 @@ class Located:
 
 @dataclass
 class Element:
-    """An element of an XML file that a unit's translation is written into (XLIFF's target, Qt's translation):
-    [start, end), its open tag (a self-closed one's written as open), where its contents start and what they are,
-    and the whitespace right before it."""
+    """An element of an XML file that a unit is in or is written into (XLIFF's segment and target, Qt's message
+    and translation, an Android string): its local name and attributes, [start, end), its open tag (a self-closed
+    one's written as open), where its contents start and what they are, the whitespace right before it, and (for
+    a unit's element, `xml_units`) its direct children in order."""
+    name: str
+    attrs: dict[str, str]
     start: int
     open_tag: str
     inner_start: int
     blank: str
+    void: bool = False
     end: int = 0
     inner: str = ""
+    children: list[Element] = field(default_factory=list)
 
     @classmethod
     def opened(cls, tag: Located) -> Element:
         """The element of an open tag (its end and contents come with its close tag), or of a self-closed one."""
+        attrs = dict(tag.event.attrs)
         if tag.event.role == "void":
-            return cls(tag.start, tag.event.raw[:-2].rstrip() + ">", 0, tag.blank, tag.end)
-        return cls(tag.start, tag.event.raw, tag.end, tag.blank)
+            return cls(tag.name, attrs, tag.start, tag.event.raw[:-2].rstrip() + ">", tag.end, tag.blank, True,
+                       tag.end)
+        return cls(tag.name, attrs, tag.start, tag.event.raw, tag.end, tag.blank)
 
     def close(self, tag: Located, text: str) -> None:
         self.end, self.inner = tag.end, text[self.inner_start:tag.start]
+
+    @property
+    def inner_end(self) -> int:
+        return self.inner_start + len(self.inner)
+
+    def child(self, name: str) -> Element | None:
+        """Its last direct child of that name, if any."""
+        return next((c for c in reversed(self.children) if c.name == name), None)
+
+    def inner_of(self, name: str) -> str:
+        """The contents of its last direct child of that name ("" without one)."""
+        child = self.child(name)
+        return child.inner if child is not None else ""
+
+
+def xml_units(text: str, picked: Callable[[Located], bool],
+              left: Callable[[dict], bool] = lambda attrs: False) -> list[Element]:
+    """The elements of an XML file whose open tag is `picked` (a trans-unit, a message), in order, each with its
+    direct children; none inside another, nor inside an element whose attributes are `left` (translate="no")."""
+    units, current, left_at = [], None, None
+    for tag in xml_tags(text):
+        role, depth = tag.event.role, len(tag.path)
+        if current is None and role == "open" and left_at is None:
+            if left(dict(tag.event.attrs)):
+                left_at = depth
+            elif picked(tag):
+                current, unit_depth = Element.opened(tag), depth
+        elif current is not None and role != "close" and depth == unit_depth + (role == "open"):
+            current.children.append(Element.opened(tag))
+        elif current is not None and role == "close" and depth == unit_depth + 1:
+            current.children[-1].close(tag, text)
+        elif current is not None and role == "close" and depth == unit_depth:
+            current.close(tag, text)
+            units.append(current)
+            current = None
+        elif role == "close" and depth == left_at:
+            left_at = None
+    return units
+
+
+def language_tags(text: str, name: str) -> list[tuple[int, int]]:
+    """[start, end) of each open tag of the elements named `name` (where a file says its language)."""
+    return [(tag.start, tag.end) for tag in xml_tags(text) if tag.event.role == "open" and tag.name == name]
+
+
+def attribute_edits(text: str, tags: list[tuple[int, int]], attribute: str, value: str) -> list[Edit]:
+    """Each tag at [start, end) of `text` with `attribute` set to `value`."""
+    return [(start, end, with_attribute(text[start:end], attribute, value)) for start, end in tags]
 
 
 def xml_tags(text: str) -> Iterator[Located]:

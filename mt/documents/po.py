@@ -65,13 +65,12 @@ class PoDocument(Catalogue):
         self.header = next((b for b in blocks if all(b is not blk for blk, _ in entries)), None)
         line = catalog.metadata.get("Plural-Forms", "").strip()
         own = catalog.metadata.get("Language", "").strip()
-        self.target = options.target if options.retargets(own) else None  # the Language the header is to say
+        retranslate = self.read_language(own, options)
         retargeted = for_language(self.target)  # the target's forms replace the header's (another language's)
         self.header_forms = bool(line) and "INTEGER" not in line and not retargeted  # a POT's: nplurals=INTEGER
         self.header_template = "INTEGER" in line or "charset=CHARSET" in catalog.metadata.get("Content-Type", "")
         self.forms = parsed(line, f"{name}: header") if self.header_forms else \
             retargeted or for_language(own or options.target)
-        retranslate = options.replaces(own)
         for block, entry in entries:
             if entry.obsolete or not entry.msgid or (_translated(entry) and not retranslate):
                 continue

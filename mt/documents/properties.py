@@ -15,6 +15,7 @@ source text, and is counted in `notes`.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ class PropertiesDocument(Catalogue):
             elif c == " " and i == 0:
                 out.append("\\ ")  # a leading space would be read as part of the separator
             elif self.ascii and not c.isascii():
-                out.append("".join(f"\\u{unit:04x}" for unit in _utf16(c)))
+                out.append(json.dumps(c)[1:-1])  # \uXXXX (a surrogate pair past the BMP), as JSON writes it
             else:
                 out.append(c)
         return "".join(out)
@@ -166,8 +167,3 @@ def _unescaped(raw: str) -> str:
             out.append(ESCAPES.get(following, following))
             i += 2
     return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
-
-
-def _utf16(c: str) -> list[int]:
-    data = c.encode("utf-16-be")
-    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from mt.documents.file_checks import decoded, xml_root
-from mt.documents.html_events import ATTRIBUTE, tag_attribute, with_attribute
-from mt.documents.localization import NOT_BACK, REFUSED, REMEMBERED, Catalogue, Edit, Element, Unit, xml_tags
+from mt.documents.html_events import ATTRIBUTE, tag_attribute
+from mt.documents.localization import (NOT_BACK, REFUSED, REMEMBERED, Catalogue, Edit, Unit, attribute_edits,
+                                       language_tags, xml_units)
 from mt.documents.messages import Localization, plain
 from mt.errors import MtError
 
@@ -37,21 +37,6 @@ UNITS = {"1": "trans-unit", "2": "segment"}
 LANGUAGE_TAGS = {"1": ("file", "target-language"), "2": ("xliff", "trgLang")}  # where each names its target
 
 
-@dataclass
-class Location:
-    """Where a unit is in the file: its open tag [open_start, open_end) (a 2.0 segment's holds the state), its
-    source's contents [start, end) and where a new target goes (`after_source`, with the source's indentation
-    before it), and the target element, if it has one."""
-    open_start: int
-    open_end: int
-    start: int = 0
-    end: int = 0
-    after_source: int = 0
-    indent: str = ""
-    source_tag: str = ""
-    target: Element | None = None
-
-
 class XliffDocument(Catalogue):
     """An XLIFF 1.2 or 2.0 file (mt/documents/localization.py), each unit marked as its version marks it."""
 
@@ -59,14 +44,13 @@ class XliffDocument(Catalogue):
         version = _version(data, name)
         super().__init__(name, decoded(data, name), options.memory)
         self.version, where = version, LANGUAGE_TAGS[version]
-        self.language_tags = [(tag.start, tag.end) for tag in xml_tags(self.text)
-                              if tag.event.role == "open" and tag.name == where[0]]
+        self.language_tags = language_tags(self.text, where[0])
         own = next((tag_attribute(self.text[start:end], where[1]) for start, end in self.language_tags), None)
-        self.target = options.target if options.retargets(own) else None  # the target language to say
-        retranslate = options.replaces(own)
-        for unit in _units(self.text, UNITS[version]):
-            if retranslate or unit.target is None or not unit.target.inner.strip():
-                self.units.append(Unit(unit, [self.messages.add([plain(self.text[unit.start:unit.end], NATIVE)])]))
+        retranslate = self.read_language(own, options)
+        for unit in xml_units(self.text, lambda tag: tag.name == UNITS[version], lambda a: a.get("translate") == "no"):
+            source = unit.child("source")
+            if source is not None and not source.void and (retranslate or not unit.inner_of("target").strip()):
+                self.units.append(Unit(unit, [self.messages.add([plain(source.inner, NATIVE)])]))
         self.NOTES = {"refused": f"units given their source as target, marked {MARKS[version][1]['state']}: "
                                  f"{NOT_BACK}"}
 
@@ -76,26 +60,23 @@ class XliffDocument(Catalogue):
     def file_edits(self) -> list[Edit]:
         if not (self.target and self.units):
             return []
-        attribute = LANGUAGE_TAGS[self.version][1]
-        return [(start, end, with_attribute(self.text[start:end], attribute, self.target))
-                for start, end in self.language_tags]
+        return attribute_edits(self.text, self.language_tags, LANGUAGE_TAGS[self.version][1], self.target)
 
     def edits(self, unit: Unit, texts: list[str | None], state: str) -> list[Edit]:
         """A unit's target, and a 2.0 segment's state, in file order."""
-        unit = unit.where
+        source, target = unit.where.child("source"), unit.where.child("target")
         marks = EXACT_MATCH[self.version] if state == REMEMBERED else MARKS[self.version][state == REFUSED]
-        text = self.text[unit.start:unit.end] if state == REFUSED else texts[0]
+        text = source.inner if state == REFUSED else texts[0]
         edits = []
         if self.version == "2":
-            edits.append((unit.open_start, unit.open_end, _marked(self.text[unit.open_start:unit.open_end], marks)))
+            edits.append((unit.where.start, unit.where.inner_start, _marked(unit.where.open_tag, marks)))
             marks = {}
-        if unit.target is not None:
-            open_tag = _marked(unit.target.open_tag, marks) if marks else unit.target.open_tag
-            edits.append((unit.target.start, unit.target.end, f"{open_tag}{text}</{_name(unit.target.open_tag)}>"))
+        if target is not None:
+            open_tag = _marked(target.open_tag, marks) if marks else target.open_tag
+            edits.append((target.start, target.end, f"{open_tag}{text}</{_name(target.open_tag)}>"))
         else:
-            tag = _name(unit.source_tag).rsplit("source", 1)[0] + "target"
-            target = f"{_marked('<' + tag + '>', marks)}{text}</{tag}>"
-            edits.append((unit.after_source, unit.after_source, unit.indent + target))
+            tag = _name(source.open_tag).rsplit("source", 1)[0] + "target"
+            edits.append((source.end, source.end, f"{source.blank}{_marked('<' + tag + '>', marks)}{text}</{tag}>"))
         return edits
 
 
@@ -106,38 +87,6 @@ def _version(data: bytes, name: Path) -> str:
     if not version.startswith(("1.", "2.")):
         raise MtError(f"{name}: line 1: not an XLIFF 1.2 or 2.0 file (its version is '{version}')")
     return version[0]
-
-
-def _units(text: str, unit_name: str) -> list[Location]:
-    """The units of the file to translate, in order, with their source and target located (direct children of
-    the unit only: a 1.2 `<alt-trans>`'s are not its own); none inside an element with translate="no"."""
-    units = []
-    current: Location | None = None
-    kept_from = None  # the depth of the element with translate="no" we are in
-    for tag in xml_tags(text):
-        role, own = tag.event.role, current is not None and tag.parent == unit_name
-        if role == "open":
-            if kept_from is None and dict(tag.event.attrs).get("translate") == "no":
-                kept_from = len(tag.path)
-            elif tag.name == unit_name and kept_from is None:
-                current = Location(tag.start, tag.end)
-            elif own and tag.name == "source":
-                current.start, current.source_tag, current.indent = tag.end, tag.event.raw, tag.blank
-            elif own and tag.name == "target":
-                current.target = Element.opened(tag)
-        elif role == "close":
-            if own and tag.name == "source":
-                current.end, current.after_source = tag.start, tag.end
-            elif own and tag.name == "target":
-                current.target.close(tag, text)
-            elif current is not None and tag.name == unit_name:
-                units.append(current)
-                current = None
-            if kept_from == len(tag.path):
-                kept_from = None
-        elif role == "void" and own and tag.name == "target":
-            current.target = Element.opened(tag)
-    return [u for u in units if u.after_source]
 
 
 def _name(tag: str) -> str:

@@ -528,3 +528,26 @@ def test_an_xliff_file_for_another_language_says_the_target_language():
         toolkit_reads_xliff_as_written(source.encode(), written.encode())
         kept = XliffDocument(written.encode(), Path("out.xlf"), Localization("fr"))  # says fr now: left as it is
         assert kept.sentences == [] and kept.render([]).data.decode() == written
+
+
+def test_xml_units_give_each_unit_with_its_direct_children_only():
+    """The XML unit locator of XLIFF, Qt and Android: a unit's direct children in order (a grandchild, such as
+    XLIFF 1.2's alt-trans target, is not one of them), a self-closed child as void, each located in the file's own
+    characters; no unit inside an element that is left (translate="no"), nor the left element itself."""
+    from mt.documents.localization import xml_units
+    text = ('<xliff><file>\n  <trans-unit id="1"><source>Hallo &amp; <g id="1">Welt</g></source>'
+            '<alt-trans><target>old</target></alt-trans><target/></trans-unit>\n'
+            '  <group translate="no"><trans-unit id="2"><source>kept</source></trans-unit></group>\n'
+            '  <trans-unit id="3" translate="no"><source>kept too</source></trans-unit>\n'
+            '  <trans-unit id="4">\n    <source>Tschüss</source>\n  </trans-unit></file></xliff>')
+    units = xml_units(text, lambda tag: tag.name == "trans-unit", lambda attrs: attrs.get("translate") == "no")
+    assert [u.attrs["id"] for u in units] == ["1", "4"]
+    first, last = units
+    assert [(c.name, c.void) for c in first.children] == [("source", False), ("alt-trans", False), ("target", True)]
+    source = first.child("source")
+    assert source.inner == 'Hallo &amp; <g id="1">Welt</g>' == text[source.inner_start:source.inner_end]
+    assert text[source.start:source.end] == f"<source>{source.inner}</source>"
+    assert first.inner_of("target") == "" and first.child("target").open_tag == "<target>"
+    assert text[first.start:first.end].startswith('<trans-unit id="1">') and text[first.end - 13:first.end] == \
+        "</trans-unit>"
+    assert last.child("source").inner == "Tschüss" and last.child("source").blank == "\n    "
